@@ -1,0 +1,114 @@
+"""Small parsers for public parameters, all raising one message format.
+
+The format follows scikit-learn's parameter validation: *The 'eps' parameter of dp_loading must
+be a float in the range (0, inf). Got -1 instead.*
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Collection
+from typing import Any
+
+import numpy as np
+
+from dppca_dask.errors import ParameterError
+
+__all__ = [
+    "bad_param",
+    "parse_bool",
+    "parse_choice",
+    "parse_int",
+    "parse_real",
+]
+
+
+def bad_param(
+    name: str, owner: str, rule: str, value: Any, *, cls: type[Exception] = ParameterError
+) -> Exception:
+    """Build the standard error for parameter ``name`` of ``owner`` breaking ``rule``."""
+    return cls(f"The {name!r} parameter of {owner} must be {rule}. Got {value!r} instead.")
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+
+
+def parse_real(
+    value: Any,
+    name: str,
+    owner: str,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = True,
+    high_open: bool = True,
+    cls: type[Exception] = ParameterError,
+) -> float:
+    """Return ``value`` as a finite-or-bounded float in the stated interval, else raise."""
+    lb = "(" if low_open else "["
+    rb = ")" if high_open else "]"
+    lo = "-inf" if low == -math.inf else f"{low:g}"
+    hi = "inf" if high == math.inf else f"{high:g}"
+    rule = f"a float in the range {lb}{lo}, {hi}{rb}"
+    if not _is_real(value):
+        raise bad_param(name, owner, rule, value, cls=cls)
+    x = float(value)
+    if math.isnan(x):
+        raise bad_param(name, owner, rule, value, cls=cls)
+    below = x <= low if low_open else x < low
+    above = x >= high if high_open else x > high
+    if below or above:
+        raise bad_param(name, owner, rule, value, cls=cls)
+    return x
+
+
+def parse_int(
+    value: Any,
+    name: str,
+    owner: str,
+    *,
+    low: int | None = None,
+    high: int | None = None,
+    cls: type[Exception] = ParameterError,
+) -> int:
+    """Return ``value`` as an int in ``[low, high]`` (integer-valued floats are accepted)."""
+    lo = "-inf" if low is None else str(low)
+    hi = "inf" if high is None else str(high)
+    rule = f"an int in the range [{lo}, {hi}]"
+    if isinstance(value, bool | np.bool_):
+        raise bad_param(name, owner, rule, value, cls=cls)
+    if isinstance(value, numbers.Integral):
+        x = int(value)
+    elif _is_real(value) and float(value).is_integer():
+        x = int(value)
+    else:
+        raise bad_param(name, owner, rule, value, cls=cls)
+    if (low is not None and x < low) or (high is not None and x > high):
+        raise bad_param(name, owner, rule, value, cls=cls)
+    return x
+
+
+def parse_bool(
+    value: Any, name: str, owner: str, *, cls: type[Exception] = ParameterError
+) -> bool:
+    """Return ``value`` if it is a single bool, else raise."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise bad_param(name, owner, "a bool (True or False)", value, cls=cls)
+
+
+def parse_choice(
+    value: Any,
+    name: str,
+    owner: str,
+    choices: Collection[str],
+    *,
+    cls: type[Exception] = ParameterError,
+) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise."""
+    if isinstance(value, str) and value in choices:
+        return value
+    rule = "a str among {" + ", ".join(repr(c) for c in choices) + "}"
+    raise bad_param(name, owner, rule, value, cls=cls)

@@ -1,0 +1,216 @@
+"""Private PC directions: ``dp_loading`` and the exact spherical Kendall matrix.
+
+Follows ``seeds/dp_loading.txt`` and SPEC_dppca.md §4. Stages, in order:
+
+1. resolve the budget and calibrate the noise from public quantities (n, p, ε, δ) -- before any
+   data pass, so a refused budget never touches data;
+2. one Dask computation: the Kendall pair sum (and, when ``non_private``, the covariance moments);
+3. on the driver: the Gaussian mechanism with Frobenius sensitivity 4/n on K̂
+   (:func:`~dppca_dask.mechanisms.gaussian_symmetric_matrix`), then eigenvectors ordered by the
+   noisy eigenvalues (post-processing).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+
+from dppca_dask._validation import parse_bool, parse_choice
+from dppca_dask.accounting import CALIBRATIONS
+from dppca_dask.budget import BudgetPlan, resolve_budget
+from dppca_dask.data import DataSource, as_data
+from dppca_dask.errors import InputError
+from dppca_dask.kernels.graph import compute, kendall_sum, moments
+from dppca_dask.mechanisms import gaussian_symmetric_matrix
+from dppca_dask.postprocess import align_signs, ordered_eigh
+from dppca_dask.results import LoadingResult, build_loading_result
+from dppca_dask.rng import as_rng
+
+__all__ = ["dp_loading", "kendall_sensitivity", "spherical_kendall"]
+
+
+def kendall_sensitivity(n: int) -> float:
+    """Frobenius sensitivity of K̂ under replace-one adjacency: 4/n (seed; SPEC §4.3)."""
+    return 4.0 / n
+
+
+def _kendall_from_parts(parts: tuple[np.ndarray, int], source: DataSource) -> np.ndarray:
+    total, count = parts
+    expected = source.n * (source.n - 1) // 2
+    if count != expected:  # an internal invariant of the tiling, not a user error
+        raise RuntimeError(f"Kendall pass counted {count} pairs, expected {expected}.")
+    k = total / count
+    return (k + k.T) / 2.0
+
+
+def spherical_kendall(
+    X: Any,
+    *,
+    cpp_option: bool = True,
+    block_rows: int | None = None,
+) -> xr.DataArray:
+    """The exact (non-private) spherical Kendall matrix K̂ = 2/(n(n−1)) Σ_{i<j} u_ij u_ijᵀ.
+
+    ``u_ij = (x_j − x_i)/‖x_j − x_i‖``. K̂ is symmetric positive semi-definite with trace 1 and is
+    invariant to translating, positively scaling or reordering the rows. Its eigenvectors are
+    robust (non-private) PC directions. **This is not a private release.**
+
+    Parameters
+    ----------
+    X
+        Data with observations in rows: NumPy array, pandas DataFrame, dask array, xarray
+        DataArray, or a path/URL to a Zarr array or group.
+    cpp_option
+        ``True`` (default): the tiled BLAS-3 kernel; ``False``: the plain reference kernel.
+    block_rows
+        Rows per block of the tiling (default :data:`~dppca_dask.kernels.graph.DEFAULT_BLOCK_ROWS`).
+
+    Returns
+    -------
+    xarray.DataArray
+        Dims ``(variable, variable_)`` with the variable names as coordinates.
+
+    Raises
+    ------
+    DuplicateObservationError
+        If two observations coincide (SPEC_dppca.md §4.2).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> k = spherical_kendall(rng.normal(size=(100, 3)))
+    >>> round(float(np.trace(k)), 12)
+    1.0
+    """
+    cpp_option = parse_bool(cpp_option, "cpp_option", "spherical_kendall")
+    source = as_data(X, owner="spherical_kendall")
+    graph, _ = kendall_sum(source.array, fast=cpp_option, block_rows=block_rows)
+    (parts,) = compute(graph)
+    k = _kendall_from_parts(parts, source)
+    names = list(source.variables)
+    return xr.DataArray(
+        k,
+        dims=("variable", "variable_"),
+        coords={"variable": names, "variable_": names},
+        name="spherical_kendall",
+        attrs={"private": 0, "description": "exact spherical Kendall matrix (not private)"},
+    )
+
+
+def dp_loading(
+    X: Any,
+    *,
+    privacy: Any,
+    cpp_option: bool = True,
+    non_private: bool = False,
+    calibration: Literal["classical", "analytic"] = "classical",
+    rng: Any = None,
+    block_rows: int | None = None,
+) -> LoadingResult:
+    """Estimate differentially private PC directions from a noisy spherical Kendall matrix.
+
+    The private directions are the eigenvectors of K̂ + E, ordered by decreasing noisy eigenvalue,
+    where E is symmetric Gaussian noise with standard deviation σ on the diagonal and σ/√2 off it,
+    σ = 4·sqrt(2 ln(1.25/δ))/(nε) under the classical calibration (Frobenius sensitivity 4/n under
+    fixed-size replace-one adjacency). The classical calibration has a standard sufficient
+    guarantee for 0 < ε < 1; larger ε needs an additional calibration check, which is not
+    performed -- ``calibration="analytic"`` (Balle & Wang 2018) is valid for every ε and adds less
+    noise. Data schema and n are public; duplicate observations are rejected (this check is not
+    privatised).
+
+    Parameters
+    ----------
+    X
+        Observations in rows: NumPy array, pandas DataFrame (non-numeric columns dropped with a
+        warning), dask array, xarray DataArray, or a path/URL to a Zarr array or group. Values must
+        be finite; at least two rows and one column.
+    privacy
+        A :func:`~dppca_dask.privacy_control` object allocating budget to loading alone: total
+        eps/delta (all of it goes to loading) or an absolute loading budget.
+    cpp_option
+        ``True`` (default): the tiled BLAS-3 Kendall kernel; ``False``: the reference kernel.
+    non_private
+        Also store ordinary covariance PC directions, sign-aligned to the private ones. This
+        reference is **not** private.
+    calibration
+        ``"classical"`` (default, the seed's formula) or ``"analytic"``.
+    rng
+        ``None`` (fresh OS entropy), an int seed, or a :class:`numpy.random.Generator`. A seeded
+        release is marked as such; the seed is never stored.
+    block_rows
+        Rows per block of the distributed Kendall pass.
+
+    Returns
+    -------
+    LoadingResult
+        ``.directions`` (variable × component, PC1..PCp), ``.nonprivate``, ``.metadata``.
+
+    Examples
+    --------
+    >>> from dppca_dask import privacy_control
+    >>> X = np.random.default_rng(1).normal(size=(50, 3))
+    >>> fit = dp_loading(X, privacy=privacy_control(eps=0.5, delta=1e-3), rng=2)
+    >>> fit.directions.shape
+    (3, 3)
+    >>> print(fit)  # doctest: +NORMALIZE_WHITESPACE
+    Differentially Private PC Directions
+    Data: 50 observations x 3 variables
+    Components: 3 PC directions
+    Total privacy budget: eps = 0.5 ; delta = 0.001
+    Non-private reference: not stored
+    """
+    owner = "dp_loading"
+    cpp_option = parse_bool(cpp_option, "cpp_option", owner)
+    non_private = parse_bool(non_private, "non_private", owner)
+    calibration = parse_choice(calibration, "calibration", owner, CALIBRATIONS)  # type: ignore[assignment]
+    plan = resolve_budget(privacy, owner=owner)
+    state = as_rng(rng, owner=owner)
+    source = as_data(X, owner=owner)
+    return _fit_loading(
+        source, plan, calibration=calibration, cpp_option=cpp_option, non_private=non_private,
+        rng_state=state, block_rows=block_rows,
+    )
+
+
+def _fit_loading(
+    source: DataSource,
+    plan: BudgetPlan,
+    *,
+    calibration: str,
+    cpp_option: bool,
+    non_private: bool,
+    rng_state: Any,
+    block_rows: int | None,
+) -> LoadingResult:
+    """Run the loading stage on a validated source (shared with dp_pca and the CLI)."""
+    budget = plan.spend("loading")
+    sensitivity = kendall_sensitivity(source.n)
+    graph, layout = kendall_sum(source.array, fast=cpp_option, block_rows=block_rows)
+    lazy = [graph, moments(source.array)] if non_private else [graph]
+    computed = compute(*lazy)
+    k = _kendall_from_parts(computed[0], source)
+    release = gaussian_symmetric_matrix(
+        k, sensitivity=sensitivity, budget=budget, calibration=calibration,
+        rng=rng_state.generator, component="loading",
+    )
+    _, directions = ordered_eigh(release.value)
+    reference = None
+    if non_private:
+        n, _, m2 = computed[1]
+        if n < 2:
+            raise InputError("The non-private covariance reference needs at least two rows.")
+        _, basis = ordered_eigh(m2 / (n - 1))
+        reference = align_signs(basis, directions)
+    return build_loading_result(
+        directions=directions,
+        nonprivate=reference,
+        variables=source.variables,
+        n=source.n,
+        plan=plan,
+        ledger=(release.record,),
+        calibration=calibration,
+        seeded=rng_state.seeded,
+        extra={"cpp_option": cpp_option, "kendall_layout": layout.as_dict()},
+    )

@@ -1,0 +1,98 @@
+"""Noise mechanisms: the only module that draws privacy noise.
+
+Each mechanism is a pure function of a small exact statistic (already computed by a data pass and
+held on the driver), a budget and a generator. It returns the noisy value together with a frozen
+:class:`~dppca_dask.accounting.SpendRecord`. No mechanism touches a Dask array.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dppca_dask.accounting import SpendRecord, gaussian_sigma
+from dppca_dask.budget import PrivacyBudget
+
+__all__ = ["Release", "gaussian_symmetric_matrix", "symmetric_noise_sigma", "vec2mat"]
+
+
+@dataclass(frozen=True)
+class Release:
+    """A noisy value and the record of what producing it spent."""
+
+    value: Any
+    record: SpendRecord
+
+
+def vec2mat(values: np.ndarray, p: int) -> np.ndarray:
+    """Lay ``p(p+1)/2`` values out as a symmetric matrix (SPEC_dppca.md §4.3).
+
+    The first ``p`` values form the diagonal; the rest fill the strict lower triangle in
+    column-major order ((2,1), (3,1), …, (p,1), (3,2), …) divided by √2, mirrored to the upper
+    triangle. With i.i.d. N(0, σ²) input, ‖E‖_F² ~ σ²χ²_q (the vech/√2 isometry).
+
+    Examples
+    --------
+    >>> vec2mat(np.arange(1.0, 7.0), 3) * np.sqrt(2)  # doctest: +NORMALIZE_WHITESPACE
+    array([[1.41421356, 4.        , 5.        ],
+           [4.        , 2.82842712, 6.        ],
+           [5.        , 6.        , 4.24264069]])
+    """
+    values = np.asarray(values, dtype=np.float64)
+    q = p * (p + 1) // 2
+    if values.shape != (q,):
+        raise ValueError(f"vec2mat needs {q} values for p = {p}; got shape {values.shape}.")
+    out = np.diag(values[:p])
+    rows, cols = np.tril_indices(p, -1)
+    order = np.lexsort((rows, cols))  # column-major: sort by column, then row
+    rows, cols = rows[order], cols[order]
+    off = values[p:] / math.sqrt(2.0)
+    out[rows, cols] = off
+    out[cols, rows] = off
+    return out
+
+
+def symmetric_noise_sigma(
+    sensitivity: float, budget: PrivacyBudget, calibration: str
+) -> float:
+    """σ of the diagonal noise of :func:`gaussian_symmetric_matrix` (off-diagonal: σ/√2)."""
+    return gaussian_sigma(sensitivity, budget.eps, budget.delta, calibration)
+
+
+def gaussian_symmetric_matrix(
+    matrix: np.ndarray,
+    *,
+    sensitivity: float,
+    budget: PrivacyBudget,
+    calibration: str,
+    rng: Any,
+    component: str,
+) -> Release:
+    """Gaussian mechanism on a symmetric matrix with Frobenius sensitivity ``sensitivity``.
+
+    Draws q = p(p+1)/2 values N(0, σ²) in one call and adds ``vec2mat`` of them (SPEC §4.3).
+    """
+    matrix = np.asarray(matrix, dtype=np.float64)
+    p = matrix.shape[0]
+    sigma = symmetric_noise_sigma(sensitivity, budget, calibration)
+    q = p * (p + 1) // 2
+    zeta = np.asarray(rng.normal(0.0, sigma, size=q), dtype=np.float64)
+    noisy = matrix + vec2mat(zeta, p)
+    record = SpendRecord(
+        component=component,
+        mechanism="gaussian_symmetric_matrix",
+        eps=budget.eps,
+        delta=budget.delta,
+        sensitivity=sensitivity,
+        sensitivity_norm="frobenius",
+        noise="gaussian",
+        scale=sigma,
+        rho=sensitivity**2 / (2.0 * sigma**2),
+        calibration=calibration,
+        draws=q,
+        note="diagonal sd = scale, off-diagonal sd = scale/sqrt(2)",
+    )
+    return Release(noisy, record)

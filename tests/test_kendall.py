@@ -1,0 +1,115 @@
+"""Tile kernels: fast path = reference path = brute-force double loop (SPEC_dppca.md §4.1-4.2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dppca_dask.errors import DUPLICATE_MESSAGE, DuplicateObservationError, InputError
+from dppca_dask.kernels.kendall import tile_fast, tile_reference
+
+
+def brute_force(x: np.ndarray, y: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Literal double loop over pairs: the independent oracle."""
+    p = x.shape[1]
+    total, count = np.zeros((p, p)), 0
+    if y is None:
+        pairs = [(x[i], x[j]) for i in range(len(x)) for j in range(i + 1, len(x))]
+    else:
+        pairs = [(a, b) for a in x for b in y]
+    for a, b in pairs:
+        d = b - a
+        total += np.outer(d, d) / np.dot(d, d)
+        count += 1
+    return total, count
+
+
+def _datasets(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(40, 5))
+    clusters = np.vstack(
+        [rng.normal(size=(20, 3)) * 1e-3 + c for c in (1e4, -1e4, 5e3 + 1j * 0)]
+    ).real
+    return {
+        "gaussian": base,
+        "offset_1e6": base + 1e6,
+        "offset_1e9_per_column": base + np.array([1e9, -1e9, 3e8, 0.0, 7.0]),
+        "tight_clusters_far": clusters,
+        "heavy_tails": rng.standard_t(1.5, size=(40, 4)),
+        "scaled_tiny": base * 1e-6,
+        "one_column": rng.normal(size=(30, 1)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_datasets(0)))
+def test_tile__fast_equals_reference_equals_brute_force(name, global_seed):
+    x = _datasets(global_seed)[name]
+    expected, count = brute_force(x)
+    scale = np.abs(expected).max()
+    for kernel in (tile_fast, tile_reference):
+        got, m = kernel(x)
+        assert m == count
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * scale)
+    half = len(x) // 2
+    expected_off, count_off = brute_force(x[:half], x[half:])
+    for kernel in (tile_fast, tile_reference):
+        got, m = kernel(x[:half], x[half:])
+        assert m == count_off
+        np.testing.assert_allclose(got, expected_off, rtol=0, atol=1e-12 * scale)
+
+
+def test_tile__trace_equals_pair_count(gaussian_data):
+    for kernel in (tile_fast, tile_reference):
+        s, m = kernel(gaussian_data)
+        assert np.trace(s) == pytest.approx(m, rel=1e-13)
+        s, m = kernel(gaussian_data[:50], gaussian_data[50:])
+        assert np.trace(s) == pytest.approx(m, rel=1e-13)
+
+
+def test_tile__near_pairs_recomputed_exactly():
+    # Pairs whose distance is tiny next to their norms: the Gram identity alone would lose digits.
+    rng = np.random.default_rng(3)
+    centre = rng.normal(size=6) * 100
+    x = centre + rng.normal(size=(30, 6)) * 1e-5
+    x[::2] += 50.0  # two tight groups; many near pairs inside each
+    expected, _ = brute_force(x)
+    got, _ = tile_fast(x)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("kernel", [tile_fast, tile_reference])
+def test_tile__duplicates_rejected(kernel):
+    x = np.random.default_rng(0).normal(size=(10, 3))
+    x[7] = x[2]
+    with pytest.raises(DuplicateObservationError, match="undefined for duplicate observations"):
+        kernel(x)
+    with pytest.raises(DuplicateObservationError) as info:
+        kernel(x[:5], x[5:])
+    assert str(info.value) == DUPLICATE_MESSAGE
+
+
+@pytest.mark.parametrize("kernel", [tile_fast, tile_reference])
+def test_tile__nearly_identical_rows_rejected(kernel):
+    x = np.random.default_rng(0).normal(size=(10, 3)) + 1e3
+    x[4] = x[1]
+    x[4, 0] = np.nextafter(x[1, 0], np.inf)  # distinct floats, distance ~1e-13 < sqrt(eps)
+    with pytest.raises(DuplicateObservationError):
+        kernel(x)
+
+
+@pytest.mark.parametrize("kernel", [tile_fast, tile_reference])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_tile__non_finite_rejected(kernel, bad):
+    x = np.random.default_rng(0).normal(size=(10, 3))
+    x[3, 1] = bad
+    with pytest.raises(InputError, match="finite"):
+        kernel(x)
+    with pytest.raises(InputError, match="finite"):
+        kernel(x[5:], x[:5])
+
+
+def test_tile__separated_rows_just_above_threshold_accepted():
+    x = np.array([[0.0, 0.0], [2e-8, 0.0], [1.0, 1.0]])
+    s, m = tile_fast(x)
+    assert m == 3
+    assert np.trace(s) == pytest.approx(3.0)

@@ -1,0 +1,207 @@
+"""dp_loading and spherical_kendall end to end (seeds/dp_loading.txt, SPEC_dppca.md §4)."""
+
+from __future__ import annotations
+
+import json
+
+import dask.array as da
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from dppca_dask import (
+    BudgetError,
+    DuplicateObservationError,
+    InputError,
+    ParameterError,
+    dp_loading,
+    privacy_control,
+    spherical_kendall,
+)
+from dppca_dask.postprocess import ordered_eigh
+from tests.test_kendall import brute_force
+
+PRIV = privacy_control(eps=1.0, delta=1e-5)
+HUGE = privacy_control(eps=1e12, delta=1e-5)
+
+
+def _exact_kendall(x: np.ndarray) -> np.ndarray:
+    s, m = brute_force(x)
+    return s / m
+
+
+def _assert_same_directions(got: np.ndarray, expected: np.ndarray, atol: float) -> None:
+    signs = np.sign(np.einsum("ij,ij->j", got, expected))
+    np.testing.assert_allclose(got * signs, expected, atol=atol)
+
+
+@pytest.fixture
+def spiked(global_seed) -> np.ndarray:
+    rng = np.random.default_rng(global_seed)
+    return rng.normal(size=(150, 5)) * np.array([5.0, 3.0, 2.0, 1.0, 0.5])
+
+
+def test_spherical_kendall__trace_one_symmetric_psd(spiked):
+    k = spherical_kendall(spiked).values
+    assert np.trace(k) == pytest.approx(1.0, abs=1e-13)
+    np.testing.assert_array_equal(k, k.T)
+    assert np.linalg.eigvalsh(k).min() > -1e-14
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e6])
+def test_spherical_kendall__matches_double_loop(spiked, offset):
+    x = spiked[:80] + offset
+    expected = _exact_kendall(x)
+    for cpp in (True, False):
+        got = spherical_kendall(x, cpp_option=cpp, block_rows=17).values
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13)
+
+
+def test_spherical_kendall__input_kinds_agree(spiked):
+    expected = spherical_kendall(spiked).values
+    frame = pd.DataFrame(spiked, columns=list("abcde"))
+    for x in (
+        frame,
+        da.from_array(spiked, chunks=(23, 2)),
+        xr.DataArray(spiked, dims=("obs", "var"), coords={"var": list("abcde")}),
+    ):
+        got = spherical_kendall(x, block_rows=40)
+        np.testing.assert_allclose(got.values, expected, rtol=1e-12, atol=1e-15)
+    assert list(spherical_kendall(frame)["variable"].values) == list("abcde")
+
+
+def test_dp_loading__huge_eps_equals_nonprivate_kendall_eigenvectors(spiked):
+    for offset in (0.0, 1e6):
+        x = spiked + offset
+        fit = dp_loading(x, privacy=HUGE, rng=0)
+        _, expected = ordered_eigh(_exact_kendall(x[:150]))
+        _assert_same_directions(fit.directions.values, expected, atol=1e-9)
+
+
+def test_dp_loading__directions_orthonormal_and_labelled(spiked):
+    fit = dp_loading(pd.DataFrame(spiked, columns=list("abcde")), privacy=PRIV, rng=1)
+    v = fit.directions.values
+    np.testing.assert_allclose(v.T @ v, np.eye(5), atol=1e-12)
+    assert fit.directions.dims == ("variable", "component")
+    assert list(fit.directions["variable"].values) == list("abcde")
+    assert list(fit.directions["component"].values) == [f"PC{j}" for j in range(1, 6)]
+    assert fit.nonprivate is None
+
+
+def test_dp_loading__nonprivate_reference_sign_aligned(spiked):
+    fit = dp_loading(spiked, privacy=privacy_control(eps=0.3, delta=1e-5), non_private=True, rng=4)
+    inner = np.einsum("ij,ij->j", fit.directions.values, fit.nonprivate.values)
+    assert (inner >= 0).all()
+    _, basis = ordered_eigh(np.cov(spiked, rowvar=False))
+    _assert_same_directions(fit.nonprivate.values, basis, atol=1e-10)
+    assert fit.dataset["nonprivate_directions"].attrs["private"] == 0
+    assert "Non-private reference: stored " in repr(fit)
+
+
+def test_dp_loading__rng_reproducible_and_never_stored(spiked):
+    a = dp_loading(spiked, privacy=PRIV, rng=12345)
+    b = dp_loading(spiked, privacy=PRIV, rng=np.random.default_rng(12345))
+    c = dp_loading(spiked, privacy=PRIV)
+    np.testing.assert_array_equal(a.directions.values, b.directions.values)
+    assert a.metadata["rng"] == {"seeded": True, "source": "caller-seeded"}
+    assert c.metadata["rng"] == {"seeded": False, "source": "os-entropy"}
+    assert "12345" not in json.dumps(a.metadata)
+    assert "12345" not in str(a.dataset.attrs)
+
+
+def test_dp_loading__ledger_and_budget_metadata(spiked):
+    fit = dp_loading(spiked, privacy=privacy_control(eps=0.5, delta=1e-3), rng=0)
+    (record,) = fit.ledger
+    assert record.component == "loading"
+    assert record.sensitivity == 4 / 150
+    assert record.eps == 0.5 and record.delta == 1e-3
+    assert record.draws == 15
+    meta = fit.metadata
+    assert meta["n"] == 150 and meta["p"] == 5
+    assert meta["ledger_total"] == {"eps": 0.5, "delta": 1e-3}
+    assert meta["privacy"]["allocations"]["loading"]["eps"] == 0.5
+    assert meta["calibration"] == "classical"
+
+
+def test_dp_loading__analytic_calibration_less_noise(spiked):
+    pc = privacy_control(eps=0.5, delta=1e-5)
+    classical = dp_loading(spiked, privacy=pc, rng=0).ledger[0]
+    analytic = dp_loading(spiked, privacy=pc, calibration="analytic", rng=0).ledger[0]
+    assert analytic.calibration == "analytic"
+    assert analytic.scale < classical.scale
+
+
+def test_dp_loading__absolute_budget(spiked):
+    fit = dp_loading(spiked, privacy=privacy_control(loading=(0.7, 1e-6)), rng=0)
+    assert fit.ledger[0].eps == 0.7
+
+
+# --- bad inputs: each a clear error ---------------------------------------------------------
+def test_dp_loading__duplicates_rejected_with_spec_message(spiked):
+    x = spiked.copy()
+    x[100] = x[7]
+    with pytest.raises(DuplicateObservationError, match="^Cannot normalize a vector with zero"):
+        dp_loading(x, privacy=PRIV, rng=0)
+    with pytest.raises(DuplicateObservationError):
+        dp_loading(da.from_array(x, chunks=(30, 5)), privacy=PRIV, rng=0)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_dp_loading__non_finite_rejected(spiked, bad):
+    x = spiked.copy()
+    x[3, 2] = bad
+    with pytest.raises(InputError, match="finite"):
+        dp_loading(x, privacy=PRIV, rng=0)
+    with pytest.raises(InputError, match="finite"):
+        dp_loading(da.from_array(x, chunks=(30, 5)), privacy=PRIV, rng=0)
+
+
+def test_dp_loading__shape_errors():
+    with pytest.raises(InputError, match="at least two rows"):
+        dp_loading(np.ones((1, 3)), privacy=PRIV)
+    with pytest.raises(InputError, match="at least one column"):
+        dp_loading(np.ones((5, 0)), privacy=PRIV)
+
+
+@pytest.mark.parametrize(
+    "privacy", [None, {"eps": 1, "delta": 1e-5}, (1.0, 1e-5), 1.0, "eps=1"]
+)
+def test_dp_loading__bad_privacy_object(spiked, privacy):
+    with pytest.raises(BudgetError, match="'privacy' parameter of dp_loading"):
+        dp_loading(spiked, privacy=privacy)
+
+
+def test_dp_loading__explicit_split_must_match(spiked):
+    pc = privacy_control(eps=1, delta=1e-5, split={"loading": 0.5, "scree": 0.5})
+    with pytest.raises(BudgetError, match=r"dp_loading needs privacy budgets for exactly \{loading\}"):
+        dp_loading(spiked, privacy=pc)
+    with pytest.raises(BudgetError, match="absolute budgets"):
+        dp_loading(spiked, privacy=privacy_control(loading=(1, 1e-5), scree=(1, 1e-5)))
+
+
+def test_dp_loading__missing_zarr_path(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        dp_loading(str(tmp_path / "nope.zarr"), privacy=PRIV)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"cpp_option": "yes"}, "'cpp_option' parameter of dp_loading must be a bool"),
+        ({"non_private": 1}, "'non_private' parameter"),
+        ({"calibration": "tight"}, "'calibration' parameter of dp_loading must be a str among"),
+        ({"rng": -1}, "'rng' parameter"),
+        ({"rng": "seed"}, "'rng' parameter"),
+    ],
+)
+def test_dp_loading__bad_arguments(spiked, kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        dp_loading(spiked, privacy=PRIV, **kwargs)
+
+
+def test_dp_loading__budget_refused_before_reading_data(tmp_path):
+    # The budget is checked first: a path that does not exist is never opened.
+    pc = privacy_control(eps=1, delta=1e-5, split={"loading": 0.5, "score": 0.5})
+    with pytest.raises(BudgetError):
+        dp_loading(str(tmp_path / "nope.zarr"), privacy=pc)
