@@ -79,9 +79,7 @@ def parse_int(
     rule = f"an int in the range [{lo}, {hi}]"
     if isinstance(value, bool | np.bool_):
         raise bad_param(name, owner, rule, value, cls=cls)
-    if isinstance(value, numbers.Integral):
-        x = int(value)
-    elif _is_real(value) and float(value).is_integer():
+    if isinstance(value, numbers.Integral) or (_is_real(value) and float(value).is_integer()):
         x = int(value)
     else:
         raise bad_param(name, owner, rule, value, cls=cls)

@@ -185,9 +185,9 @@ def privacy_control(
 
     Examples
     --------
-    >>> pc = privacy_control(eps=6, delta=1e-4, split={"loading": 0.4, "score": 0.6})
+    >>> pc = privacy_control(eps=6, delta=1e-4, split={"loading": 0.5, "score": 0.5})
     >>> pc.budgets["score"]
-    {'eps': 3.6, 'delta': 6e-05}
+    {'eps': 3.0, 'delta': 5e-05}
     >>> privacy_control(loading=(2, 2e-5), scree=(4, 8e-5)).total
     {'eps': 6.0, 'delta': 0.0001}
     """

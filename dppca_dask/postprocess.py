@@ -34,7 +34,7 @@ def align_signs(basis: np.ndarray, reference: np.ndarray) -> np.ndarray:
     Examples
     --------
     >>> align_signs(np.eye(2), -np.eye(2)).tolist()
-    [[-1.0, 0.0], [0.0, -1.0]]
+    [[-1.0, -0.0], [-0.0, -1.0]]
     """
     inner = np.einsum("ij,ij->j", basis, reference)
     return basis * np.where(inner < 0, -1.0, 1.0)

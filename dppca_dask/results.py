@@ -103,7 +103,7 @@ class Result:
     def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the Dataset as a Zarr store (atomically; refuses to overwrite by default)."""
         return write_atomically(
-            path, lambda tmp: self.dataset.to_zarr(tmp, mode="w", consolidated=True),
+            path, lambda tmp: self.dataset.to_zarr(tmp, mode="w", consolidated=False),
             overwrite=overwrite,
         )
 
@@ -128,18 +128,28 @@ def load_result(path: str | os.PathLike[str]) -> Result:
         raise InputError(f"Result not found: {str(target)!r}.")
     try:
         if target.is_dir():
-            ds = xr.open_zarr(target, consolidated=None).load()
+            ds = xr.open_zarr(target, consolidated=False).load()
         else:
             ds = xr.open_dataset(target, engine="h5netcdf").load()
-    except Exception as exc:  # noqa: BLE001 - any reader failure means "not a result"
+    except Exception as exc:
         raise InputError(f"{str(target)!r} is not a readable dppca_dask result: {exc}") from exc
     kind = ds.attrs.get("dppca_kind")
     if kind not in _RESULT_TYPES or "dppca_metadata" not in ds.attrs:
         raise InputError(f"{str(target)!r} is not a dppca_dask result (no 'dppca_kind' attribute).")
-    for var in ds.variables.values():  # NetCDF/Zarr give object arrays for strings
-        if var.dtype == object:
-            var.values = var.values.astype(str)
+    ds = _plain_strings(ds)
     return _RESULT_TYPES[kind](_freeze(ds))
+
+
+def _plain_strings(ds: xr.Dataset) -> xr.Dataset:
+    """Labels come back from stores as object or StringDType arrays; make them plain ``str``."""
+    fixed = {}
+    for name, var in ds.variables.items():
+        if var.dtype.kind in "OT":
+            values = np.array([str(v) for v in var.values.ravel()]).reshape(var.shape)
+            fixed[name] = var.copy(data=values)
+    return ds.assign_coords({k: v for k, v in fixed.items() if k in ds.coords}).assign(
+        {k: v for k, v in fixed.items() if k not in ds.coords}
+    )
 
 
 def _budget_line(budget: dict[str, float]) -> str:
@@ -234,6 +244,11 @@ class LoadingSummary:
         return "\n".join(lines)
 
 
+def _labels(values: Any) -> np.ndarray:
+    """String labels as an object array: stored as variable-length UTF-8 by Zarr and NetCDF."""
+    return np.array([str(v) for v in values], dtype=object)
+
+
 def base_metadata(
     *,
     kind: str,
@@ -276,7 +291,10 @@ def build_loading_result(
     extra: dict[str, Any] | None = None,
 ) -> LoadingResult:
     p = len(variables)
-    coords = {"variable": list(variables), "component": [f"PC{j + 1}" for j in range(p)]}
+    coords = {
+        "variable": _labels(variables),
+        "component": _labels(f"PC{j + 1}" for j in range(p)),
+    }
     data_vars = {
         "directions": (
             ("variable", "component"),

@@ -29,7 +29,7 @@ class RRNG:
 
     Examples
     --------
-    >>> [round(v, 8) for v in RRNG(123).normal(size=3)]
+    >>> [round(float(v), 8) for v in RRNG(123).normal(size=3)]
     [-0.56047565, -0.23017749, 1.55870831]
     """
 

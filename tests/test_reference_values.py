@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from dppca_dask import LoadingSummary, dp_loading, privacy_control, spherical_kendall
+from dppca_dask.budget import PrivacyBudget
 from dppca_dask.loading import kendall_sensitivity
 from dppca_dask.mechanisms import symmetric_noise_sigma
-from dppca_dask.budget import PrivacyBudget
 from dppca_dask.testing import RRNG
 
 SEED_DIRECTIONS = np.array(

@@ -1,0 +1,196 @@
+"""The ``dppca-dask`` command line: a thin layer over :mod:`dppca_dask.runner` and friends.
+
+Every error the package raises on purpose is printed as one line on stderr with exit status 1;
+anything unexpected is one line with status 2 (``--traceback`` shows the full trace).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dppca_dask.errors import DPPCAError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        show_trace = bool(ctx.find_root().params.get("traceback"))
+        try:
+            return fn(*args, **kwargs)
+        except DPPCAError as exc:
+            if show_trace:
+                raise
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            sys.exit(130)
+        except Exception as exc:
+            if show_trace:
+                raise
+            click.echo(
+                f"Error: unexpected {type(exc).__name__}: {exc} (rerun with --traceback)", err=True
+            )
+            sys.exit(2)
+
+    return wrapper
+
+
+@click.group(context_settings=CONTEXT)
+@click.option("--traceback", is_flag=True, help="Show full tracebacks on errors.")
+@click.version_option(package_name="dppca_dask", prog_name="dppca-dask")
+def main(traceback: bool) -> None:
+    """Differentially private PCA summaries of large datasets with Dask."""
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+@_handle_errors
+def run(config: str, overwrite: bool, quiet: bool) -> None:
+    """Run the release described by CONFIG and write its outputs."""
+    from dppca_dask.config import load_config
+    from dppca_dask.runner import execute
+
+    cfg = load_config(config)
+    outcome = execute(cfg, progress=not quiet, overwrite=overwrite or None)
+    if not quiet:
+        click.echo(repr(outcome.result.summary()))  # type: ignore[attr-defined]
+        click.echo(f"\nWrote {outcome.directory}/: "
+                   + ", ".join(Path(f).name for f in outcome.files))
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@_handle_errors
+def plan(config: str) -> None:
+    """Show the resolved config, budget plan and work size of CONFIG; reads no data values."""
+    from dppca_dask.config import load_config
+    from dppca_dask.runner import plan_run
+
+    click.echo(plan_run(load_config(config)).render())
+
+
+@main.command()
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.argument("target", type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet", "npy"]), default=None,
+              help="Input format (default: from the file extension).")
+@click.option("--chunk-rows", type=click.IntRange(min=1), default=None,
+              help="Rows per Zarr chunk (default: about 64 MiB per chunk).")
+@click.option("--columns", default=None, help="Comma-separated columns to keep.")
+@click.option("--group-column", default=None, help="A label column stored as the 'group' variable.")
+@click.option("--overwrite", is_flag=True, help="Replace TARGET if it exists.")
+@_handle_errors
+def convert(source: str, target: str, fmt: str | None, chunk_rows: int | None,
+            columns: str | None, group_column: str | None, overwrite: bool) -> None:
+    """Convert a CSV, Parquet or .npy file SOURCE into a Zarr store TARGET."""
+    from dppca_dask.convert import convert as do_convert
+
+    cols = [c.strip() for c in columns.split(",")] if columns else None
+    out = do_convert(source, target, fmt=fmt, chunk_rows=chunk_rows, columns=cols,
+                     group_column=group_column, overwrite=overwrite)
+    click.echo(f"Wrote {out}")
+
+
+@main.command()
+@click.argument("output", type=click.Path(exists=False))
+@_handle_errors
+def inspect(output: str) -> None:
+    """Print the summary of a written result (a .zarr store or .nc file, or a run directory)."""
+    from dppca_dask.results import load_result
+
+    path = Path(output)
+    if path.is_dir() and not (path / "zarr.json").exists():
+        stores = sorted([*path.glob("*.zarr"), *path.glob("*.nc")])
+        if not stores:
+            raise DPPCAError(f"No result store (.zarr or .nc) found in {output!r}.")
+        path = stores[0]
+    result = load_result(path)
+    click.echo(repr(result))
+    click.echo("")
+    click.echo(repr(result.summary()))  # type: ignore[attr-defined]
+
+
+def _fresh_run_directory(base: Path) -> Path:
+    stamp = time.strftime("run-%Y%m%d-%H%M%S")
+    candidate, k = base / stamp, 1
+    while candidate.exists():
+        k += 1
+        candidate = base / f"{stamp}-{k}"
+    return candidate
+
+
+@main.command()
+@click.option("--directory", default="dppca-demo", show_default=True,
+              help="Where the demo dataset, config and outputs go.")
+@click.option("--eps", default=1.0, show_default=True, type=float, help="Total epsilon.")
+@click.option("--delta", default=1e-5, show_default=True, type=float, help="Total delta.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+@_handle_errors
+def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
+    """Write a synthetic Zarr dataset (SPEC 'gau': 5000 x 20, five groups) and run on it.
+
+    The dataset is created once and reused; each run writes a new timestamped output directory,
+    so nothing is ever overwritten.
+    """
+    import yaml
+
+    from dppca_dask.config import RunConfig
+    from dppca_dask.datasets import write_demo_dataset
+    from dppca_dask.runner import execute
+
+    base = Path(directory)
+    data = base / "gau.zarr"
+    if not data.exists():
+        base.mkdir(parents=True, exist_ok=True)
+        write_demo_dataset(data)
+        if not quiet:
+            click.echo(f"Wrote the demo dataset {data}")
+    settings = {
+        "input": {"path": str(data), "array": "X"},
+        "task": "loading",
+        "privacy": {"eps": eps, "delta": delta},
+        "loading": {"non_private": False},
+        "cluster": {"kind": "local"},
+        "output": {"directory": str(_fresh_run_directory(base)),
+                   "formats": ["zarr", "netcdf"]},
+    }
+    cfg = RunConfig.from_dict(settings)
+    config_path = base / "demo.yaml"
+    config_path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    outcome = execute(cfg, progress=not quiet)
+    if not quiet:
+        click.echo(repr(outcome.result.summary()))  # type: ignore[attr-defined]
+        click.echo(f"\nConfig: {config_path} (rerun with: dppca-dask run {config_path} "
+                   "after changing output.directory)")
+        click.echo(f"Wrote {outcome.directory}/: "
+                   + ", ".join(Path(f).name for f in outcome.files))
+
+
+@main.command()
+def versions() -> None:
+    """Print the versions of dppca_dask and its main dependencies."""
+    from importlib import metadata
+
+    for name in ("dppca_dask", "numpy", "scipy", "dask", "distributed", "zarr", "xarray",
+                 "numba", "pydantic"):
+        try:
+            click.echo(f"{name}: {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            click.echo(f"{name}: not installed")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,187 @@
+"""The YAML run configuration: frozen pydantic models mirroring the function signatures.
+
+A config names the input, the task and its options, the privacy budget, the cluster, the outputs
+and (optionally) an ``rng`` seed for reproducible demos. Unknown keys and bad values are errors
+that name the key. :meth:`RunConfig.to_dict` gives the resolved config as written next to the
+outputs, **with the seed removed** (only whether one was given is recorded in the release).
+
+Relative paths are taken relative to the directory the command runs in.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
+
+from dppca_dask.budget import PrivacyControl, privacy_control
+from dppca_dask.errors import BudgetError, ConfigError
+
+__all__ = [
+    "AddressClusterConfig",
+    "InputConfig",
+    "LoadingConfig",
+    "LocalClusterConfig",
+    "OutputConfig",
+    "PrivacyConfig",
+    "RunConfig",
+    "load_config",
+]
+
+TASKS = ("loading",)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InputConfig(_Model):
+    """Where the data live: a Zarr array or group (local path or fsspec URL)."""
+
+    path: str = Field(min_length=1)
+    array: str | None = None
+    columns: list[str | int] | None = None
+    storage_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class BudgetPair(_Model):
+    eps: float
+    delta: float
+
+
+class PrivacyConfig(_Model):
+    """Either total ``eps``/``delta`` (with an optional ``split``) or absolute component budgets."""
+
+    eps: float | None = None
+    delta: float | None = None
+    split: dict[Literal["loading", "scree", "score"], float] | None = None
+    loading: BudgetPair | None = None
+    scree: BudgetPair | None = None
+    score: BudgetPair | None = None
+
+    @model_validator(mode="after")
+    def _valid_control(self) -> PrivacyConfig:
+        try:
+            self.to_control()
+        except BudgetError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def to_control(self) -> PrivacyControl:
+        parts = {
+            k: (v.model_dump() if isinstance(v, BudgetPair) else v)
+            for k, v in (("loading", self.loading), ("scree", self.scree), ("score", self.score))
+            if v is not None
+        }
+        return privacy_control(eps=self.eps, delta=self.delta, split=self.split, **parts)
+
+
+class LoadingConfig(_Model):
+    """Options of :func:`~dppca_dask.dp_loading`."""
+
+    cpp_option: bool = True
+    non_private: bool = False
+    calibration: Literal["classical", "analytic"] = "classical"
+    block_rows: PositiveInt | None = None
+
+
+class LocalClusterConfig(_Model):
+    """An embedded :class:`distributed.LocalCluster` (the default)."""
+
+    kind: Literal["local"] = "local"
+    n_workers: PositiveInt | None = None
+    threads_per_worker: PositiveInt = 1
+    memory_limit: str | NonNegativeInt = "auto"
+    processes: bool = True
+    dashboard: bool = False
+
+
+class AddressClusterConfig(_Model):
+    """A running Dask scheduler, e.g. ``tcp://10.0.0.5:8786``."""
+
+    kind: Literal["address"]
+    address: str = Field(min_length=1)
+    timeout: PositiveInt = 30
+
+
+ClusterConfig = Annotated[
+    LocalClusterConfig | AddressClusterConfig, Field(discriminator="kind")
+]
+
+
+class OutputConfig(_Model):
+    """Where results go; the directory is created and must not exist unless ``overwrite``."""
+
+    directory: str = Field(min_length=1)
+    formats: list[Literal["zarr", "netcdf"]] = Field(default_factory=lambda: ["zarr"], min_length=1)
+    overwrite: bool = False
+
+
+class RunConfig(_Model):
+    """One run: input, task, privacy, task options, cluster, outputs and an optional rng seed."""
+
+    input: InputConfig
+    task: Literal["loading"] = "loading"
+    privacy: PrivacyConfig
+    loading: LoadingConfig = Field(default_factory=LoadingConfig)
+    cluster: ClusterConfig = Field(default_factory=LocalClusterConfig)
+    output: OutputConfig
+    rng: NonNegativeInt | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved config as JSON-ready data, with the rng seed removed."""
+        data = self.model_dump(mode="json")
+        data["rng"] = None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        key = ".".join(str(part) for part in err["loc"]) or "<root>"
+        if err["type"] == "extra_forbidden":
+            problems.append(f"config key {key!r} is not a known setting")
+        elif err["type"] == "missing":
+            problems.append(f"config key {key!r} is required")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"config key {key!r}: {msg} (got {err.get('input')!r})")
+    return "Invalid config: " + "; ".join(problems)
+
+
+def load_config(path: str | os.PathLike[str]) -> RunConfig:
+    """Read and validate a YAML run config; every problem is a :class:`ConfigError`."""
+    source = Path(path)
+    if not source.is_file():
+        raise ConfigError(f"Config file not found: {str(source)!r}.")
+    try:
+        data = yaml.safe_load(source.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"Config file {str(source)!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"Config file {str(source)!r} must hold a mapping of settings.")
+    return RunConfig.from_dict(data)
+
+
+def dump_config(config: RunConfig) -> str:
+    """YAML of the resolved config (seed removed), for the output directory and ``plan``."""
+    header = "# dppca_dask resolved run config. A seed, if one was given, is never recorded.\n"
+    return header + yaml.safe_dump(config.to_dict(), sort_keys=False)
