@@ -16,7 +16,13 @@ import numpy as np
 from dppca_dask.accounting import SpendRecord, gaussian_sigma
 from dppca_dask.budget import PrivacyBudget
 
-__all__ = ["Release", "gaussian_symmetric_matrix", "symmetric_noise_sigma", "vec2mat"]
+__all__ = [
+    "Release",
+    "above_threshold",
+    "gaussian_symmetric_matrix",
+    "symmetric_noise_sigma",
+    "vec2mat",
+]
 
 
 @dataclass(frozen=True)
@@ -96,3 +102,46 @@ def gaussian_symmetric_matrix(
         note="diagonal sd = scale, off-diagonal sd = scale/sqrt(2)",
     )
     return Release(noisy, record)
+
+
+def above_threshold(
+    counts: np.ndarray,
+    *,
+    threshold: float,
+    eps: float,
+    rng: Any,
+    component: str,
+    label: str = "",
+) -> Release:
+    """Durfee's monotone AboveThreshold on a non-decreasing count vector (pure ε-DP).
+
+    T̃ = threshold + Exp(rate ε/2); step i = 0, 1, … stops at the first i with
+    counts[i] + Exp(rate ε/2) ≥ T̃ (Durfee 2023, "Unbounded differentially private quantile and
+    maximum estimation", Alg. 2; SPEC_dppca.md §5.5b). Counts have sensitivity 1 under
+    replace-one adjacency and are monotone in i, so each step's comparison needs no further budget.
+    Draw order: one exponential for the threshold, then one per step tried.
+
+    Returns a :class:`Release` whose value is ``(index, capped)``: the stopping index (0-based),
+    and whether the search ran off the end of the grid (then ``index`` is the last one).
+    """
+    scale = 2.0 / eps
+    noisy_threshold = threshold + float(rng.exponential(scale))
+    index, capped, draws = len(counts) - 1, True, 1
+    for i, count in enumerate(counts):
+        draws += 1
+        if float(count) + float(rng.exponential(scale)) >= noisy_threshold:
+            index, capped = i, False
+            break
+    record = SpendRecord(
+        component=component,
+        mechanism="durfee_above_threshold",
+        eps=eps,
+        delta=0.0,
+        sensitivity=1.0,
+        sensitivity_norm="count",
+        noise="exponential",
+        scale=scale,
+        draws=draws,
+        note=label,
+    )
+    return Release((index, capped), record)
