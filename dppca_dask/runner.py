@@ -6,9 +6,11 @@ Order of a run, each step refusing bad input before the next costs anything:
 2. the output location is checked (no overwrite unless asked);
 3. the budget is resolved and the noise planned from public quantities (n, p, ε, δ);
 4. the input's metadata is read (shape, names; never values);
-5. the cluster is opened, the data pass runs once, noise is drawn once on the driver;
+5. the cluster is opened, the data passes run, noise is drawn once on the driver;
 6. every output is written into a temporary directory that is renamed into place at the end,
    so a failed run leaves nothing at the final path.
+
+What each task does is looked up in :data:`dppca_dask.tasks.TASKS`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.budget import BudgetPlan, resolve_budget
@@ -25,19 +26,11 @@ from dppca_dask.cluster import connect, describe_cluster
 from dppca_dask.config import RunConfig, dump_config
 from dppca_dask.data import SourceInfo, as_data, describe_source
 from dppca_dask.errors import OutputExistsError
-from dppca_dask.kernels.graph import KendallLayout, kendall_layout
-from dppca_dask.loading import _fit_loading, kendall_sensitivity
-from dppca_dask.mechanisms import symmetric_noise_sigma
 from dppca_dask.results import Result, write_atomically
 from dppca_dask.rng import as_rng
+from dppca_dask.tasks import TASKS, mib
 
 __all__ = ["RunOutcome", "RunPlan", "execute", "plan_run"]
-
-OWNERS = {"loading": "dp_loading"}
-
-
-def _mib(nbytes: float) -> str:
-    return f"{nbytes / 2**20:,.1f} MiB"
 
 
 @dataclass(frozen=True)
@@ -47,43 +40,29 @@ class RunPlan:
     config: RunConfig
     source: SourceInfo
     budget: BudgetPlan
-    noise: tuple[dict[str, Any], ...]
-    layout: KendallLayout
+    noise: tuple[str, ...]
+    work: tuple[str, ...]
 
     def render(self) -> str:
-        cfg, src, layout = self.config, self.source, self.layout
+        cfg, src = self.config, self.source
         total = self.budget.total
         split = "implicit equal split" if self.budget.implicit_split else "as given"
+        where = src.path or src.origin
         lines = [
             "Resolved config (an rng seed, if given, is never shown or recorded):",
             *("  " + line for line in dump_config(cfg).splitlines()[1:]),
             "",
             f"Privacy budget plan for {self.budget.owner} ({split}):",
             f"  total: eps = {format_r_scalar(total.eps)} ; delta = {format_r_scalar(total.delta)}",
-        ]
-        for entry in self.noise:
-            lines.append(
-                f"  {entry['component']}: eps = {format_r_scalar(entry['eps'])} ; delta = "
-                f"{format_r_scalar(entry['delta'])} -> {entry['mechanism']}, "
-                f"{entry['sensitivity_norm']} sensitivity {format_r_scalar(entry['sensitivity'])}, "
-                f"noise sd {format_r_scalar(entry['scale'])} ({entry['calibration']})"
-            )
-        where = src.path or src.origin
-        lines += [
+            *self.noise,
             "",
             f"Data: {where}" + (f" [{src.array}]" if src.array else ""),
             f"  {src.n} observations x {src.p} variables, stored {src.dtype}, "
-            f"{len(src.chunks[0])} row chunk(s); {_mib(src.nbytes)} as float64",
+            f"{len(src.chunks[0])} row chunk(s); {mib(src.nbytes)} as float64",
             "  variables: " + ", ".join(src.variables[:10])
             + (f", ... ({src.p} in all)" if src.p > 10 else ""),
             "",
-            "Work (Kendall pass):",
-            f"  {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles of row blocks "
-            f"({layout.n_blocks} blocks of <= {max(layout.block_sizes)} rows)",
-            f"  {len(layout.units):,} work units, {layout.n_tasks:,} tasks, "
-            f"reduction fan-in {layout.split_every}",
-            f"  memory: about {_mib(layout.worker_memory_estimate(cfg.loading.cpp_option))} per "
-            "running work unit; the driver holds one p x p matrix",
+            *self.work,
             "",
             f"Cluster: {describe_cluster(cfg.cluster)}",
             f"Output: {cfg.output.directory} ({', '.join(cfg.output.formats)})",
@@ -101,31 +80,26 @@ class RunOutcome:
     timings: dict[str, float] = field(default_factory=dict)
 
 
+def _source_kwargs(config: RunConfig) -> dict[str, object]:
+    spec = TASKS[config.task]
+    return {
+        "owner": spec.owner,
+        "columns": config.input.columns,
+        "array": config.input.array,
+        "storage_options": config.input.storage_options or None,
+        **spec.source_options(config),
+    }
+
+
 def plan_run(config: RunConfig) -> RunPlan:
     """Resolve budget, noise and work for ``config`` without reading any data values."""
-    owner = OWNERS[config.task]
-    budget = resolve_budget(config.privacy.to_control(), owner=owner)
-    source = describe_source(
-        config.input.path, owner=owner, columns=config.input.columns, array=config.input.array,
-        storage_options=config.input.storage_options or None,
+    spec = TASKS[config.task]
+    budget = resolve_budget(config.privacy.to_control(), owner=spec.owner)
+    source = describe_source(config.input.path, **_source_kwargs(config))
+    return RunPlan(
+        config, source, budget,
+        tuple(spec.noise_plan(config, source, budget)), tuple(spec.work_plan(config, source)),
     )
-    opts = config.loading
-    sensitivity = kendall_sensitivity(source.n)
-    spend = budget.spend("loading")
-    noise = (
-        {
-            "component": "loading",
-            "mechanism": "gaussian_symmetric_matrix",
-            "eps": spend.eps,
-            "delta": spend.delta,
-            "sensitivity": sensitivity,
-            "sensitivity_norm": "Frobenius",
-            "scale": symmetric_noise_sigma(sensitivity, spend, opts.calibration),
-            "calibration": opts.calibration,
-        },
-    )
-    layout = kendall_layout(source.n, source.p, block_rows=opts.block_rows)
-    return RunPlan(config, source, budget, noise, layout)
 
 
 def _check_output(config: RunConfig, overwrite: bool) -> Path:
@@ -158,20 +132,14 @@ def execute(
     directory = _check_output(config, overwrite)
     plan = plan_run(config)
     state = as_rng(config.rng, owner="config")
-    opts = config.loading
+    spec = TASKS[config.task]
     timings: dict[str, float] = {}
     start = time.perf_counter()
     with connect(config.cluster, progress=progress):
         timings["cluster_start"] = time.perf_counter() - start
-        source = as_data(
-            config.input.path, owner=plan.budget.owner, columns=config.input.columns,
-            array=config.input.array, storage_options=config.input.storage_options or None,
-        )
+        source = as_data(config.input.path, **_source_kwargs(config))
         begin = time.perf_counter()
-        result = _fit_loading(
-            source, plan.budget, calibration=opts.calibration, cpp_option=opts.cpp_option,
-            non_private=opts.non_private, rng_state=state, block_rows=opts.block_rows,
-        )
+        result = spec.fit(config, source, plan.budget, state)
         timings["fit"] = time.perf_counter() - begin
     summary = f"{result!r}\n\n{result.summary()!r}"  # type: ignore[attr-defined]
     write_atomically(

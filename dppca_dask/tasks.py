@@ -1,0 +1,79 @@
+"""The tasks a run config can name, and how the runner plans and fits each of them.
+
+Each :class:`TaskSpec` says which fitting function's budget rules apply (``owner``), how to
+describe the noise and the work from public quantities only (for ``dppca-dask plan``), and how to
+fit on a validated data source. The runner is generic over this table; adding a task means adding
+a config section (:mod:`dppca_dask.config`) and one entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dppca_dask._rformat import format_r_scalar
+from dppca_dask.budget import BudgetPlan
+from dppca_dask.config import RunConfig
+from dppca_dask.data import DataSource, SourceInfo
+from dppca_dask.kernels.graph import kendall_layout
+from dppca_dask.loading import _fit_loading, kendall_sensitivity
+from dppca_dask.mechanisms import symmetric_noise_sigma
+from dppca_dask.results import Result
+from dppca_dask.rng import RngState
+
+__all__ = ["TASKS", "TaskSpec", "mib"]
+
+
+def mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:,.1f} MiB"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """How the runner handles one task."""
+
+    owner: str
+    noise_plan: Callable[[RunConfig, SourceInfo, BudgetPlan], list[str]]
+    work_plan: Callable[[RunConfig, SourceInfo], list[str]]
+    fit: Callable[[RunConfig, DataSource, BudgetPlan, RngState], Result]
+    source_options: Callable[[RunConfig], dict[str, Any]] = lambda cfg: {}
+
+
+def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> list[str]:
+    spend = budget.spend("loading")
+    sensitivity = kendall_sensitivity(src.n)
+    sigma = symmetric_noise_sigma(sensitivity, spend, cfg.loading.calibration)
+    return [
+        f"  loading: eps = {format_r_scalar(spend.eps)} ; delta = {format_r_scalar(spend.delta)}"
+        f" -> gaussian_symmetric_matrix, Frobenius sensitivity {format_r_scalar(sensitivity)}, "
+        f"noise sd {format_r_scalar(sigma)} ({cfg.loading.calibration})"
+    ]
+
+
+def _loading_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
+    layout = kendall_layout(src.n, src.p, block_rows=cfg.loading.block_rows)
+    return [
+        "Work (Kendall pass):",
+        f"  {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles of row blocks "
+        f"({layout.n_blocks} blocks of <= {max(layout.block_sizes)} rows)",
+        f"  {len(layout.units):,} work units, {layout.n_tasks:,} tasks, "
+        f"reduction fan-in {layout.split_every}",
+        f"  memory: about {mib(layout.worker_memory_estimate(cfg.loading.cpp_option))} per "
+        "running work unit; the driver holds one p x p matrix",
+    ]
+
+
+def _loading_fit(
+    cfg: RunConfig, source: DataSource, budget: BudgetPlan, state: RngState
+) -> Result:
+    opts = cfg.loading
+    return _fit_loading(
+        source, budget, calibration=opts.calibration, cpp_option=opts.cpp_option,
+        non_private=opts.non_private, rng_state=state, block_rows=opts.block_rows,
+    )
+
+
+TASKS: dict[str, TaskSpec] = {
+    "loading": TaskSpec("dp_loading", _loading_noise, _loading_work, _loading_fit),
+}
