@@ -180,6 +180,29 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
 
 
 @main.command()
+@click.argument("dataset")
+@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
+              help="Ledger file (default: taken from --config, else ./dppca-budget-ledger.jsonl).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="A run config whose budget_ledger settings locate the ledger.")
+@_handle_errors
+def budget(dataset: str, ledger_path: str | None, config_path: str | None) -> None:
+    """Show the privacy-budget history and cumulative spend of DATASET (a path or URL)."""
+    from dppca_dask.ledger import BudgetLedger, dataset_key
+
+    if ledger_path is None and config_path is not None:
+        from dppca_dask.config import load_config
+
+        cfg = load_config(config_path)
+        ledger_path = str(cfg.budget_ledger.resolved_path(cfg.output.directory))
+    ledger = BudgetLedger(ledger_path or "dppca-budget-ledger.jsonl")
+    prefix = dataset_key(dataset)
+    events = [e for e in ledger.history() if e.dataset.startswith(prefix)]
+    keys = list(dict.fromkeys(e.dataset for e in events)) or [prefix]
+    click.echo("\n\n".join(ledger.render(k) for k in keys))
+
+
+@main.command()
 def versions() -> None:
     """Print the versions of dppca_dask and its main dependencies."""
     from importlib import metadata

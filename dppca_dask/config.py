@@ -30,6 +30,7 @@ from dppca_dask.errors import BudgetError, ConfigError
 
 __all__ = [
     "AddressClusterConfig",
+    "BudgetLedgerConfig",
     "InputConfig",
     "LoadingConfig",
     "LocalClusterConfig",
@@ -128,6 +129,23 @@ class OutputConfig(_Model):
     overwrite: bool = False
 
 
+class BudgetLedgerConfig(_Model):
+    """The persistent per-dataset budget ledger (see :mod:`dppca_dask.ledger`).
+
+    ``path`` defaults to ``dppca-budget-ledger.jsonl`` next to the output directory; ``cap``
+    refuses, before any data is read, a run that would push the dataset's cumulative spend past it.
+    """
+
+    enabled: bool = True
+    path: str | None = None
+    cap: BudgetPair | None = None
+
+    def resolved_path(self, output_directory: str) -> Path:
+        if self.path is not None:
+            return Path(self.path)
+        return Path(output_directory).resolve().parent / "dppca-budget-ledger.jsonl"
+
+
 class RunConfig(_Model):
     """One run: input, task, privacy, task options, cluster, outputs and an optional rng seed."""
 
@@ -137,6 +155,7 @@ class RunConfig(_Model):
     loading: LoadingConfig = Field(default_factory=LoadingConfig)
     cluster: ClusterConfig = Field(default_factory=LocalClusterConfig)
     output: OutputConfig
+    budget_ledger: BudgetLedgerConfig = Field(default_factory=BudgetLedgerConfig)
     rng: NonNegativeInt | None = None
 
     def to_dict(self) -> dict[str, Any]:

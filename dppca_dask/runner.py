@@ -17,18 +17,22 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask.budget import BudgetPlan, resolve_budget
+from dppca_dask.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.cluster import connect, describe_cluster
 from dppca_dask.config import RunConfig, dump_config
 from dppca_dask.data import SourceInfo, as_data, describe_source
 from dppca_dask.errors import OutputExistsError
+from dppca_dask.ledger import BudgetLedger, dataset_key
 from dppca_dask.results import Result, write_atomically
 from dppca_dask.rng import as_rng
-from dppca_dask.tasks import TASKS, mib
+from dppca_dask.tasks import TASKS, TaskSpec, mib
 
 __all__ = ["RunOutcome", "RunPlan", "execute", "plan_run"]
 
@@ -124,6 +128,33 @@ def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str) ->
     (base / "summary.txt").write_text(summary + "\n")
 
 
+@contextmanager
+def _ledger_reservation(
+    config: RunConfig, plan: RunPlan, spec: TaskSpec, seeded: bool
+) -> Iterator[dict[str, Any]]:
+    """Reserve the release's spend in the persistent ledger before data is read (cap check),
+    refund it if the run fails, confirm it (with the records the body puts in the yielded dict
+    under ``"records"``) once the release exists."""
+    settings = config.budget_ledger
+    holder: dict[str, Any] = {}
+    if not settings.enabled:
+        yield holder
+        return
+    ledger = BudgetLedger(settings.resolved_path(config.output.directory))
+    key = dataset_key(config.input.path, config.input.array, config.input.columns)
+    planned = spec.planned_spend(config, plan.budget)
+    cap = PrivacyBudget(settings.cap.eps, settings.cap.delta) if settings.cap else None
+    output = str(Path(config.output.directory).resolve())
+    release_id = ledger.reserve(key, planned, cap=cap, task=config.task, output=output)
+    try:
+        yield holder
+    except BaseException:
+        ledger.cancel(release_id, key, planned, task=config.task)
+        raise
+    ledger.confirm(release_id, key, planned, records=holder.get("records", ()), task=config.task,
+                   output=output, seeded=seeded)
+
+
 def execute(
     config: RunConfig, *, progress: bool = True, overwrite: bool | None = None
 ) -> RunOutcome:
@@ -134,13 +165,15 @@ def execute(
     state = as_rng(config.rng, owner="config")
     spec = TASKS[config.task]
     timings: dict[str, float] = {}
-    start = time.perf_counter()
-    with connect(config.cluster, progress=progress):
-        timings["cluster_start"] = time.perf_counter() - start
-        source = as_data(config.input.path, **_source_kwargs(config))
-        begin = time.perf_counter()
-        result = spec.fit(config, source, plan.budget, state)
-        timings["fit"] = time.perf_counter() - begin
+    with _ledger_reservation(config, plan, spec, state.seeded) as entry:
+        start = time.perf_counter()
+        with connect(config.cluster, progress=progress):
+            timings["cluster_start"] = time.perf_counter() - start
+            source = as_data(config.input.path, **_source_kwargs(config))
+            begin = time.perf_counter()
+            result = spec.fit(config, source, plan.budget, state)
+            timings["fit"] = time.perf_counter() - begin
+        entry["records"] = [r.as_dict() for r in result.ledger]
     summary = f"{result!r}\n\n{result.summary()!r}"  # type: ignore[attr-defined]
     write_atomically(
         directory, lambda tmp: _write_outputs(tmp, config, result, summary), overwrite=overwrite

@@ -8,12 +8,13 @@ a config section (:mod:`dppca_dask.config`) and one entry here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask.budget import BudgetPlan
+from dppca_dask.budget import BudgetPlan, PrivacyBudget
 from dppca_dask.config import RunConfig
 from dppca_dask.data import DataSource, SourceInfo
 from dppca_dask.kernels.graph import kendall_layout
@@ -22,7 +23,7 @@ from dppca_dask.mechanisms import symmetric_noise_sigma
 from dppca_dask.results import Result
 from dppca_dask.rng import RngState
 
-__all__ = ["TASKS", "TaskSpec", "mib"]
+__all__ = ["TASKS", "TaskSpec", "mib", "spent_allocations"]
 
 
 def mib(nbytes: float) -> str:
@@ -38,6 +39,17 @@ class TaskSpec:
     work_plan: Callable[[RunConfig, SourceInfo], list[str]]
     fit: Callable[[RunConfig, DataSource, BudgetPlan, RngState], Result]
     source_options: Callable[[RunConfig], dict[str, Any]] = lambda cfg: {}
+    planned_spend: Callable[[RunConfig, BudgetPlan], PrivacyBudget] = (
+        lambda cfg, plan: spent_allocations(plan)
+    )
+    """What the release will cost under basic composition (for the persistent ledger's cap
+    check); override when one allocation is spent several times (e.g. several methods)."""
+
+
+def spent_allocations(plan: BudgetPlan) -> PrivacyBudget:
+    """Sum of the allocations this fit spends (prior releases excluded)."""
+    spent = [b for name, b in plan.allocations if name not in plan.prior]
+    return PrivacyBudget(math.fsum(b.eps for b in spent), math.fsum(b.delta for b in spent))
 
 
 def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> list[str]:
