@@ -15,6 +15,7 @@ records (the ledger). A record states the component, mechanism, sensitivity, noi
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -62,6 +63,7 @@ def gaussian_delta(sigma: float, sensitivity: float, eps: float) -> float:
     return float(math.exp(first) * -math.expm1(second - first))
 
 
+@functools.lru_cache(maxsize=1024)
 def analytic_gaussian_sigma(sensitivity: float, eps: float, delta: float) -> float:
     """The smallest σ with :func:`gaussian_delta` ≤ δ (Balle & Wang 2018), for every ε > 0.
 
