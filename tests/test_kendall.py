@@ -113,3 +113,25 @@ def test_tile__separated_rows_just_above_threshold_accepted():
     s, m = tile_fast(x)
     assert m == 3
     assert np.trace(s) == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1e150, 1e300])
+@pytest.mark.parametrize("kernel", [tile_fast, tile_reference])
+def test_tile__huge_and_tiny_magnitudes(kernel, scale):
+    # K̂ is scale invariant; no overflow for any finite input (power-of-two scaling inside).
+    x = np.random.default_rng(5).normal(size=(25, 3))
+    expected, m = brute_force(x)
+    got, count = kernel(x * scale)
+    assert count == m
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    half = kernel(x[:10] * scale, x[10:] * scale)[0] + kernel(x[:10] * scale)[0]
+    half += kernel(x[10:] * scale)[0]
+    np.testing.assert_allclose(half, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("kernel", [tile_fast, tile_reference])
+def test_tile__tiny_scale_is_duplicates_per_spec(kernel):
+    # The duplicate threshold is absolute (‖d‖ ≤ sqrt(eps), SPEC §4.2).
+    x = np.random.default_rng(5).normal(size=(10, 3)) * 1e-9
+    with pytest.raises(DuplicateObservationError):
+        kernel(x)

@@ -69,8 +69,15 @@ def test_seed_example__directions_and_reference(cpp_option):
     assert list(fit.directions["component"].values) == ["PC1", "PC2", "PC3"]
     fit2 = dp_loading(x, privacy=privacy_control(loading={"eps": 0.5, "delta": 1e-3}),
                       cpp_option=cpp_option, non_private=True, rng=rng)
-    # The non-private reference is sign-aligned to the second private fit: exact, signs included.
-    np.testing.assert_allclose(fit2.nonprivate.values, SEED_NONPRIVATE, atol=5e-8)
+    # The non-private reference is sign-aligned to the second private fit: on the seed's path
+    # (cpp.option = FALSE) exact, signs included. The fast path's K differs by rounding, which
+    # may flip LAPACK's eigenvector sign convention (SPEC §15.11), so compare up to sign there.
+    if cpp_option:
+        _same_up_to_sign(fit2.nonprivate.values, SEED_NONPRIVATE, atol=5e-8)
+    else:
+        np.testing.assert_allclose(fit2.nonprivate.values, SEED_NONPRIVATE, atol=5e-8)
+    inner = np.einsum("ij,ij->j", fit2.nonprivate.values, fit2.directions.values)
+    assert (inner >= 0).all()
 
 
 def test_seed_example__print_and_summary_text():

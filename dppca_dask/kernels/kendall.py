@@ -11,9 +11,10 @@ Two kernels with identical mathematics:
   Plain and obviously correct; ``cpp_option=False`` selects it.
 * :func:`tile_fast` -- the BLAS-3 rewrite of ARCHITECTURE.md §3 with w_ij = 1/‖a_i − b_j‖²:
   Σ w (a−b)(a−b)ᵀ = Aᵀ diag(W1) A + Bᵀ diag(Wᵀ1) B − Aᵀ W B − (Aᵀ W B)ᵀ; O(p) per pair.
-  Numerical care: a per-tile shift (the tile's column means; exact because K̂ is translation
+  Numerical care: a per-tile shift (the tile's column mid-ranges; exact because K̂ is translation
   invariant, and the subtraction itself is exact for values within a factor two of the shift by
-  Sterbenz's lemma), and *near pairs* -- squared distances at most ``NEAR_RATIO`` of
+  Sterbenz's lemma) and power-of-two scaling (scale invariance; no overflow for any finite
+  input), and *near pairs* -- squared distances at most ``NEAR_RATIO`` of
   ‖a‖² + ‖b‖² after the shift, where the Gram identity loses digits -- are taken out of W and
   recomputed exactly from their difference vectors.
 
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 DUPLICATE_SQ_THRESHOLD = float(np.finfo(np.float64).eps)  # ‖d‖ ≤ sqrt(eps) ⇔ ‖d‖² ≤ eps
+_DUPLICATE_NORM = float(np.sqrt(DUPLICATE_SQ_THRESHOLD))
 NEAR_RATIO = 2.0**-10
 """Pairs with ‖a−b‖² ≤ NEAR_RATIO·(‖a‖²+‖b‖²) (after the shift) are recomputed exactly."""
 _NEAR_FLOOR = 1e-12
@@ -59,12 +61,22 @@ def _as_block(block: np.ndarray) -> np.ndarray:
     return out
 
 
-def _exact_pairs(diff: np.ndarray) -> np.ndarray:
-    """Σ u uᵀ over the rows of ``diff`` (difference vectors), rejecting duplicates."""
-    sq = np.einsum("ij,ij->i", diff, diff)
-    if sq.size and not (sq > DUPLICATE_SQ_THRESHOLD).all():
+def _exact_pairs(b_rows: np.ndarray, a_rows: np.ndarray) -> np.ndarray:
+    """Σ u uᵀ over the pairs (a_rows[k], b_rows[k]) (broadcast), rejecting duplicates.
+
+    Overflow-safe for any finite input: differences are taken of halved values (exact for normal
+    numbers) and each difference vector is scaled by its largest entry before squaring; the
+    duplicate test ‖b − a‖² ≤ eps is evaluated on the original scale.
+    """
+    half = b_rows * 0.5 - a_rows * 0.5
+    size = np.abs(half).max(axis=1) if half.size else np.zeros(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unit = half / size[:, None]
+    squared = np.einsum("ij,ij->i", unit, unit)
+    # ‖b − a‖ = 2·size·sqrt(squared) ≤ sqrt(eps), evaluated without squaring size.
+    if size.size and not (2.0 * size * np.sqrt(squared) > _DUPLICATE_NORM).all():
         raise DuplicateObservationError()
-    return diff.T @ (diff / sq[:, None])
+    return unit.T @ (unit / squared[:, None])
 
 
 def tile_reference(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray, int]:
@@ -81,27 +93,49 @@ def tile_reference(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarr
     total = np.zeros((p, p))
     if b is None:
         for i in range(a.shape[0] - 1):
-            total += _exact_pairs(a[i + 1 :] - a[i])
+            total += _exact_pairs(a[i + 1 :], a[i])
         return total, a.shape[0] * (a.shape[0] - 1) // 2
     b = _as_block(b)
     for i in range(a.shape[0]):
-        total += _exact_pairs(b - a[i])
+        total += _exact_pairs(b, a[i])
     return total, a.shape[0] * b.shape[0]
 
 
 def _weights(
-    sa: np.ndarray, sb: np.ndarray, na: np.ndarray, nb: np.ndarray
+    sa: np.ndarray, sb: np.ndarray, na: np.ndarray, nb: np.ndarray, floor: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Reciprocal squared distances W (near pairs zeroed) and the near-pair mask."""
     scale = na[:, None] + nb[None, :]
     sq = sa @ sb.T
     sq *= -2.0
     sq += scale
-    near = sq <= NEAR_RATIO * scale + _NEAR_FLOOR
+    near = sq <= NEAR_RATIO * scale + floor
     with np.errstate(divide="ignore"):
         w = np.reciprocal(sq)
     w[near] = 0.0
     return w, near
+
+
+def _shift_and_scale(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Centre both blocks on the tile's mid-range and scale by a power of two to max |x| < 1.
+
+    Both steps are exact transformations of K̂ (translation and scale invariance; scaling by
+    2^-e is exact for normal numbers). Returns the scaled blocks and the near-pair floor: the
+    duplicate threshold in scaled units (at least ``_NEAR_FLOOR``).
+    """
+    both = np.concatenate([a, b]) if a is not b else a
+    shift = both.max(axis=0) * 0.5 + both.min(axis=0) * 0.5  # no overflow, inside the range
+    sa = a - shift
+    sb = sa if b is a else b - shift
+    largest = max(float(np.abs(sa).max(initial=0.0)), float(np.abs(sb).max(initial=0.0)))
+    if largest == 0.0:
+        return sa, sb, np.inf
+    exponent = int(np.frexp(largest)[1])
+    sa = np.ldexp(sa, -exponent)
+    sb = sa if b is a else np.ldexp(sb, -exponent)
+    with np.errstate(over="ignore"):
+        floor = max(_NEAR_FLOOR, 4.0 * float(np.ldexp(DUPLICATE_SQ_THRESHOLD, -2 * exponent)))
+    return sa, sb, floor
 
 
 def tile_fast(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray, int]:
@@ -117,12 +151,10 @@ def tile_fast(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray, i
     a = _as_block(a)
     diagonal = b is None
     b = a if diagonal else _as_block(b)
-    shift = np.concatenate([a, b]).mean(axis=0) if not diagonal else a.mean(axis=0)
-    sa = a - shift
-    sb = sa if diagonal else b - shift
+    sa, sb, floor = _shift_and_scale(a, b)
     na = np.einsum("ij,ij->i", sa, sa)
     nb = na if diagonal else np.einsum("ij,ij->i", sb, sb)
-    w, near = _weights(sa, sb, na, nb)
+    w, near = _weights(sa, sb, na, nb, floor)
     if diagonal:
         np.fill_diagonal(w, 0.0)
         np.fill_diagonal(near, False)
@@ -140,5 +172,5 @@ def tile_fast(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray, i
         count = a.shape[0] * b.shape[0]
     ii, jj = np.nonzero(near)
     if ii.size:
-        total += _exact_pairs(b[jj] - a[ii])
+        total += _exact_pairs(b[jj], a[ii])
     return (total + total.T) / 2.0, count
