@@ -24,7 +24,7 @@ import pandas as pd
 import xarray as xr
 
 from dppca_dask._validation import parse_int
-from dppca_dask.errors import InputError
+from dppca_dask.errors import DPPCAError, InputError
 
 __all__ = ["DataSource", "SourceInfo", "as_data", "describe_source"]
 
@@ -223,6 +223,28 @@ def _from_dataarray(xa: xr.DataArray, owner: str, origin: str, where: str = "X",
     return _Parts(values, names, origin, dataarray=xa, **kw)
 
 
+def _read_chunk(source: Any, index: Any, asarray: bool = True, lock: Any = None) -> Any:
+    """Dask getter for Zarr inputs: a chunk that cannot be read is the user's InputError."""
+    from dask.array.core import getter
+
+    try:
+        return getter(source, index, asarray=asarray, lock=lock)
+    except DPPCAError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - codec/IO failures of a corrupt or truncated store
+        where = getattr(getattr(source, "store", None), "root", None) or getattr(source, "path", "")
+        raise InputError(
+            f"Could not read a chunk of the Zarr input {str(where)!r} at {index!r} "
+            f"({type(exc).__name__}: {exc}); the store may be corrupt or truncated."
+        ) from None
+
+
+def _guarded(arr: Any) -> da.Array:
+    """A lazy dask array over a zarr.Array whose chunk reads raise InputError on failure."""
+    return da.from_array(arr, chunks=arr.chunks, getitem=_read_chunk, asarray=True,
+                         inline_array=False)
+
+
 def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner: str) -> _Parts:
     import fsspec
     import zarr
@@ -238,8 +260,11 @@ def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner
         exists = os.path.exists(path)
     if not exists:
         raise InputError(f"Zarr input not found: {path!r}.")
+    # Tasks carry the store, and Dask workers may run in another directory: open local paths
+    # by their absolute path so that every worker reads the same files.
+    store = path if "://" in path else os.path.abspath(path)
     try:
-        node = zarr.open(store=path, mode="r", **opts)
+        node = zarr.open(store=store, mode="r", **opts)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # "not Zarr", corrupt metadata
         hint = (" Convert CSV, Parquet or .npy files with dppca_dask.convert.convert first."
                 if path.lower().endswith((".csv", ".gz", ".parquet", ".pq", ".npy")) else "")
@@ -248,20 +273,22 @@ def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner
     if isinstance(node, zarr.Array):
         if node.ndim != 2:
             raise _x_error(owner, "be 2-D (samples × variables)", f"a {node.ndim}-D Zarr array")
-        xa = xr.DataArray(da.from_zarr(node), dims=("sample", "variable"), attrs=dict(node.attrs))
+        xa = xr.DataArray(_guarded(node), dims=("sample", "variable"), attrs=dict(node.attrs))
         return _from_dataarray(xa, owner, "zarr", f"Zarr array {path!r}", path=path)
     consolidated = node.metadata.consolidated_metadata is not None
     try:
-        ds = xr.open_zarr(path, chunks={}, consolidated=consolidated, **opts)
+        ds = xr.open_zarr(store, chunks={}, consolidated=consolidated, **opts)
     except KeyError:  # a plain Zarr group without dimension names: wrap its arrays lazily
         ds = xr.Dataset({
-            name: xr.DataArray(da.from_zarr(arr), attrs=dict(arr.attrs),
+            name: xr.DataArray(_guarded(arr), attrs=dict(arr.attrs),
                                dims=[f"{name}_dim_{i}" for i in range(arr.ndim)])
             for name, arr in node.arrays()})
     except (OSError, ValueError, TypeError) as exc:
         raise InputError(f"Zarr group {path!r} could not be read "
                          f"({type(exc).__name__}: {exc}).") from None
     xa = _from_dataset(ds, array, owner, f"Zarr group {path!r}")
+    if xa.name in node and hasattr(node[xa.name], "chunks"):  # read through the guarded getter
+        xa = xa.copy(data=_guarded(node[xa.name]))
     return _from_dataarray(xa, owner, "zarr", f"variable {xa.name!r} of Zarr group {path!r}",
                            path=path, array=str(xa.name), dataset=ds)
 
