@@ -11,6 +11,7 @@ __all__ = [
     "DUPLICATE_MESSAGE",
     "BudgetError",
     "ChunkingError",
+    "ClusterError",
     "ConfigError",
     "DPPCAError",
     "DuplicateObservationError",
@@ -54,6 +55,10 @@ class DuplicateObservationError(InputError):
 
 class ConfigError(DPPCAError):
     """A run configuration is invalid; the message names the offending key."""
+
+
+class ClusterError(DPPCAError):
+    """The Dask cluster could not be started or reached, or was lost during a run."""
 
 
 class ChunkingError(DPPCAError):

@@ -1,0 +1,539 @@
+"""Cluster kinds, back-end-free planning, and real Dask processes on loopback.
+
+The end-to-end tests start a real ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1
+(free ports, each in its own process group), run ``dppca-dask run`` as a subprocess against them,
+and kill workers or the scheduler by PID while the Kendall pass runs. Every wait is bounded and
+every process started here is killed in a ``finally``, whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+from click.testing import CliRunner
+from dask import delayed
+
+from dppca_dask import ClusterError, ConfigError, load_result
+from dppca_dask.cli import main
+from dppca_dask.cluster import _client_compute, _security, connect, describe_cluster
+from dppca_dask.cluster_config import (
+    AddressClusterConfig,
+    KubernetesClusterConfig,
+    LocalClusterConfig,
+    SlurmClusterConfig,
+    TLSConfig,
+)
+from dppca_dask.config import RunConfig
+from dppca_dask.data import as_data
+from dppca_dask.kernels.graph import compute, kendall_sum
+from dppca_dask.runner import execute
+
+N_ROWS, BLOCK_ROWS = 16_000, 400  # 40 row blocks -> 40 Kendall work units of ~0.1 s each
+DASK = [sys.executable, "-m", "dask"]  # the `dask` CLI of this interpreter
+WAIT = 60.0  # upper bound of every wait below, in seconds
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_until(predicate: Callable[[], object], what: str, timeout: float = WAIT) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Stop a process we started and everything it spawned (its own process group)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # also any child left behind by the group leader
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+class DaskProcesses:
+    """A scheduler and workers started as real processes on 127.0.0.1."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.procs: list[subprocess.Popen] = []
+        self.scheduler: subprocess.Popen | None = None
+        self.address = f"tcp://127.0.0.1:{_free_port()}"
+
+    def _start(self, args: list[str], log: str) -> subprocess.Popen:
+        with open(self.directory / log, "w") as out:
+            proc = subprocess.Popen(
+                [*DASK, *args], cwd=self.directory, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        self.procs.append(proc)
+        return proc
+
+    def start(self, n_workers: int = 2) -> DaskProcesses:
+        port = self.address.rsplit(":", 1)[1]
+        sfile = self.directory / "scheduler.json"
+        self.scheduler = self._start(
+            ["scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard",
+             "--scheduler-file", str(sfile)], "scheduler.log")
+        _wait_until(lambda: sfile.exists() or self.scheduler.poll() is not None, "the scheduler")
+        assert self.scheduler.poll() is None, self.log("scheduler.log")
+        for i in range(n_workers):
+            self._start(
+                [
+                    "worker", self.address, "--name", f"w{i}", "--nworkers", "1", "--nthreads",
+                    "1", "--memory-limit", "2GiB", "--no-dashboard", "--death-timeout", "60",
+                    "--local-directory", str(self.directory / f"w{i}"),
+                ],
+                f"worker-{i}.log",
+            )
+        return self
+
+    def log(self, name: str) -> str:
+        return (self.directory / name).read_text()
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            _kill_group(proc)
+
+
+@contextlib.contextmanager
+def dask_processes(directory: Path, n_workers: int = 2) -> Iterator[tuple[DaskProcesses, object]]:
+    """Start the processes and a monitoring client; always stop both."""
+    from distributed import Client
+
+    directory.mkdir(parents=True, exist_ok=True)
+    procs = DaskProcesses(directory)
+    try:
+        procs.start(n_workers)
+        with Client(procs.address, timeout=WAIT) as monitor:
+            monitor.wait_for_workers(n_workers, timeout=WAIT)
+            yield procs, monitor
+    finally:
+        procs.stop()
+
+
+def _write_data(path: Path) -> np.ndarray:
+    x = np.random.default_rng(11).normal(size=(N_ROWS, 5)) * [4.0, 2.0, 1.0, 1.0, 0.5] + 1e3
+    ds = xr.Dataset(
+        {"X": (("sample", "variable"), x)},
+        coords={"variable": np.array(["a", "b", "c", "d", "e"], dtype=object)},
+    )
+    ds.chunk({"sample": 4000}).to_zarr(path, consolidated=False)
+    return x
+
+
+def _config(base: Path, data: Path, name: str, cluster: dict) -> Path:
+    cfg = {
+        "input": {"path": str(data), "array": "X"},
+        "task": "loading",
+        "privacy": {"eps": 1.0, "delta": 1e-5},
+        "loading": {"block_rows": BLOCK_ROWS},
+        "cluster": cluster,
+        "output": {"directory": str(base / name), "formats": ["zarr"]},
+        "budget_ledger": {"path": str(base / f"{name}.ledger.jsonl")},
+        "rng": 2024,
+    }
+    path = base / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _run_cli(config: Path, *flags: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dppca_dask.cli", "run", str(config), *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        cwd=config.parent, start_new_session=True,
+    )
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        _kill_group(proc)
+    return proc.returncode, out
+
+
+def _is_unit(key: object) -> bool:
+    return str(key).startswith("_unit")
+
+
+def _mid_pass(monitor: object) -> str | None:
+    """A worker that holds a finished Kendall unit and is running another, if any."""
+    held = monitor.has_what()
+    for worker, keys in monitor.processing().items():
+        if any(map(_is_unit, keys)) and any(map(_is_unit, held.get(worker, ()))):
+            return worker
+    return None
+
+
+def _ledger_kinds(path: Path) -> list[str]:
+    return [json.loads(line)["kind"] for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> Iterator[dict]:
+    """One dataset, the LocalCluster reference release, and a 2-worker cluster for the module."""
+    base = tmp_path_factory.mktemp("cluster")
+    data = base / "data.zarr"
+    x = _write_data(data)
+    ref_cfg = _config(base, data, "local", {"kind": "local", "n_workers": 2})
+    reference = execute(RunConfig.from_dict(yaml.safe_load(ref_cfg.read_text())), progress=False)
+    with dask_processes(base / "dask") as (procs, monitor):
+        yield {"base": base, "data": data, "x": x, "reference": reference.result,
+               "procs": procs, "monitor": monitor}
+
+
+def _same_release(path: Path, reference) -> None:
+    fit = load_result(path / "loading.zarr")
+    np.testing.assert_array_equal(fit.directions.values, reference.directions.values)
+    assert fit.metadata["ledger"] == reference.metadata["ledger"]
+    assert len(fit.metadata["ledger"]) == 1  # one release, one noise draw
+    assert fit.metadata["rng"]["seeded"] is True
+
+
+# ---------------------------------------------------------------- real processes
+
+
+@pytest.mark.slow
+def test_run__address_cluster_equals_local_cluster(shared):
+    cfg = _config(shared["base"], shared["data"], "address",
+                  {"kind": "address", "address": shared["procs"].address, "timeout": 30})
+    code, out = _finish(_run_cli(cfg))
+    assert code == 0, out
+    assert "Wrote" in out
+    _same_release(shared["base"] / "address", shared["reference"])
+    assert _ledger_kinds(shared["base"] / "address.ledger.jsonl") == ["reserve", "release"]
+
+
+@pytest.mark.slow
+def test_run__worker_killed_mid_pass_is_replaced_and_release_unchanged(shared):
+    monitor, base = shared["monitor"], shared["base"]
+    cfg = _config(base, shared["data"], "killed",
+                  {"kind": "address", "address": shared["procs"].address, "retries": 1})
+    proc = _run_cli(cfg, "--quiet")
+    try:
+        victim = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
+                             "the Kendall pass to start")
+        assert isinstance(victim, str), _finish(proc)
+        pid = monitor.run(os.getpid, workers=[victim])[victim]
+        os.kill(pid, signal.SIGKILL)  # the worker process itself; its nanny starts a new one
+        assert proc.poll() is None, "the kill came after the run had ended"
+    finally:
+        code, out = _finish(proc)
+    assert code == 0, out
+    _same_release(base / "killed", shared["reference"])
+    assert _ledger_kinds(base / "killed.ledger.jsonl") == ["reserve", "release"]
+    # The nanny replaced the killed worker: two workers again, one of them new.
+    monitor.wait_for_workers(2, timeout=WAIT)
+    assert victim not in monitor.scheduler_info()["workers"]
+    logs = "".join(shared["procs"].log(f"worker-{i}.log") for i in range(2))
+    assert f"Worker process {pid} was killed by signal 9" in logs
+
+
+@pytest.mark.slow
+def test_run__scheduler_killed_mid_pass_fails_cleanly_and_writes_nothing(tmp_path, shared):
+    cfg = None
+    with dask_processes(tmp_path / "dask") as (procs, monitor):
+        cfg = _config(tmp_path, shared["data"], "lost",
+                      {"kind": "address", "address": procs.address, "timeout": 10})
+        proc = _run_cli(cfg)  # with the progress bar, as a user would run it
+        try:
+            seen = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
+                               "the Kendall pass to start")
+            assert isinstance(seen, str), _finish(proc)
+            os.kill(procs.scheduler.pid, signal.SIGKILL)
+        finally:
+            code, out = _finish(proc, timeout=WAIT)
+    lines = [line for line in out.splitlines() if line.startswith("Error")]
+    assert code == 1, out
+    assert lines == [f"Error: Lost the connection to the Dask scheduler at {procs.address} "
+                     "during the run."], out
+    assert "Traceback" not in out
+    assert not (tmp_path / "lost").exists()
+    assert not list(tmp_path.glob(".lost*"))  # no temporary output left behind either
+    assert _ledger_kinds(tmp_path / "lost.ledger.jsonl") == ["reserve", "cancel"]
+
+
+# ---------------------------------------------------------------- in-process clusters
+
+
+def test_connect__unreachable_scheduler_is_one_clear_error():
+    cfg = AddressClusterConfig(kind="address", address=f"tcp://127.0.0.1:{_free_port()}",
+                               timeout=1)
+    with pytest.raises(ClusterError, match="Could not reach the Dask scheduler at tcp://127"), \
+            connect(cfg, progress=False):
+        pass
+
+
+def test_connect__scheduler_without_workers_times_out():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster:
+        cfg = AddressClusterConfig(kind="address", address=cluster.scheduler_address, timeout=1)
+        with pytest.raises(ClusterError, match="No Dask worker joined"), \
+                connect(cfg, progress=False):
+            pass
+
+
+def test_connect__input_not_visible_on_workers(tmp_path):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster:
+        cfg = AddressClusterConfig(kind="address", address=cluster.scheduler_address, timeout=5)
+        with pytest.raises(ClusterError, match=r"not visible on 1 of 1 Dask worker\(s\)"), \
+                connect(cfg, progress=False, input_path=str(tmp_path / "nowhere.zarr")):
+            pass
+        with connect(cfg, progress=False, input_path=str(tmp_path)):
+            pass
+
+
+def test_connect__retries_rerun_a_failing_task(tmp_path):
+    marker = tmp_path / "failed-once"
+
+    def flaky() -> int:
+        if not marker.exists():
+            marker.write_text("")
+            raise OSError("transient read error")
+        return 7
+
+    local = {"kind": "local", "n_workers": 1, "processes": False}
+    with connect(LocalClusterConfig(**local, retries=1), progress=False):
+        assert compute(delayed(flaky, pure=False)()) == (7,)
+    marker.unlink()
+    with connect(LocalClusterConfig(**local), progress=False), \
+            pytest.raises(OSError, match="transient"):
+        compute(delayed(flaky, pure=False)())
+
+
+def test_client_compute__passes_retries():
+    class Client:
+        status = "running"
+
+        def compute(self, objs, retries):
+            self.retries = retries
+            return objs
+
+        def gather(self, futures):
+            return futures
+
+    client = Client()
+    run = _client_compute(client, False, 3, "somewhere", lambda: None)
+    assert run(1, 2) == (1, 2)
+    assert client.retries == 3
+
+
+def _self_signed(directory: Path) -> dict[str, str]:
+    """A self-signed certificate for 127.0.0.1, used as CA and as certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dppca-test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    files = {"ca_file": directory / "ca.pem", "cert": directory / "cert.pem",
+             "key": directory / "key.pem"}
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    files["ca_file"].write_bytes(pem)
+    files["cert"].write_bytes(pem)
+    files["key"].write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption()))
+    return {k: str(v) for k, v in files.items()}
+
+
+def test_connect__tls_scheduler_with_security_files(tmp_path):
+    pytest.importorskip("cryptography")
+    from distributed import LocalCluster
+    from distributed.security import Security
+
+    files = _self_signed(tmp_path)
+    tls = TLSConfig(**files)
+    security = _security(tls)
+    assert security.tls_ca_file == files["ca_file"] and security.require_encryption
+    server = Security(tls_ca_file=files["ca_file"], tls_scheduler_cert=files["cert"],
+                      tls_scheduler_key=files["key"], tls_worker_cert=files["cert"],
+                      tls_worker_key=files["key"], tls_client_cert=files["cert"],
+                      tls_client_key=files["key"], require_encryption=True)
+    with LocalCluster(n_workers=1, processes=False, protocol="tls://", security=server,
+                      host="127.0.0.1", dashboard_address=":0") as cluster:
+        assert cluster.scheduler_address.startswith("tls://")
+        cfg = AddressClusterConfig(kind="address", address=cluster.scheduler_address,
+                                   timeout=10, security=tls)
+        with connect(cfg, progress=False):
+            assert compute(delayed(sum)([1, 2])) == (3,)
+    missing = TLSConfig(ca_file=files["ca_file"], cert=str(tmp_path / "nope.pem"))
+    with pytest.raises(ClusterError, match=r"TLS file not found: cluster.security.cert"):
+        _security(missing)
+
+
+# ---------------------------------------------------------------- data locality
+
+
+def test_graph__reads_zarr_on_workers_no_embedded_data(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50_000, 8))
+    xr.Dataset({"X": (("sample", "variable"), x)}).chunk({"sample": 10_000}).to_zarr(
+        tmp_path / "big.zarr", consolidated=False)
+    monkeypatch.chdir(tmp_path)
+    source = as_data("big.zarr", array="X")  # a relative path, as in a config file
+    graph, _ = kendall_sum(source.array, block_rows=5_000)
+    # What the driver ships to the scheduler: Zarr reads, not the 3.2 MB of data.
+    blob = pickle.dumps(dict(graph.__dask_graph__()))
+    assert len(blob) < 0.01 * x.nbytes
+    # A worker running in another directory reads the same store.
+    array = pickle.dumps(source.array)
+    monkeypatch.chdir(tmp_path.parent)
+    np.testing.assert_array_equal(pickle.loads(array).compute(scheduler="sync"), x)
+
+
+# ---------------------------------------------------------------- config and plan
+
+
+def _plan_config(tmp_path: Path, cluster: dict) -> Path:
+    data = tmp_path / "small.zarr"
+    xr.Dataset({"X": (("sample", "variable"), np.random.default_rng(1).normal(size=(50, 3)))})\
+        .to_zarr(data, consolidated=False)
+    cfg = {"input": {"path": str(data), "array": "X"}, "privacy": {"eps": 1, "delta": 1e-5},
+           "cluster": cluster, "output": {"directory": str(tmp_path / "out")}}
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+SLURM = {"kind": "slurm", "cores": 8, "memory": "32GiB", "walltime": "02:00:00",
+         "queue": "normal", "job_extra_directives": ["--exclusive"], "n_jobs": 4}
+KUBE = {"kind": "kubernetes", "image": "dppca-dask:0.1.0", "n_workers": 3,
+        "resources": {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "8Gi"}}}
+
+
+@pytest.mark.parametrize(
+    ("cluster", "expected"),
+    [
+        (SLURM, ["SLURM batch jobs via dask_jobqueue.SLURMCluster (dask-jobqueue NOT installed: "
+                 "pip install 'dppca_dask[slurm]')",
+                 "4 job(s): SLURMCluster(cores=8, memory='32GiB', walltime='02:00:00', "
+                 "queue='normal', job_extra_directives=['--exclusive'])"]),
+        ({"kind": "slurm", "adaptive": {"minimum": 1, "maximum": 10}},
+         ["adaptive, 1 to 10 job(s): SLURMCluster()"]),
+        (KUBE, ["Kubernetes DaskCluster 'dppca' via dask_kubernetes.operator.KubeCluster "
+                "(dask-kubernetes NOT installed: pip install 'dppca_dask[kubernetes]')",
+                "image dppca-dask:0.1.0, 3 worker(s) x 1 thread(s)",
+                "limits {'memory': '8Gi'}"]),
+        ({"kind": "address", "address": "tls://10.1.2.3:8786", "retries": 2,
+          "security": {"ca_file": "ca.pem", "cert": "me.pem", "key": "me.key"}},
+         ["existing scheduler at tls://10.1.2.3:8786", "TLS: ca_file=ca.pem, cert=me.pem, "
+          "key=me.key", "task retries: 2"]),
+    ],
+)
+def test_cli_plan__remote_kinds_without_backends(tmp_path, monkeypatch, cluster, expected):
+    monkeypatch.setitem(sys.modules, "dask_jobqueue", None)
+    monkeypatch.setitem(sys.modules, "dask_kubernetes", None)
+    result = CliRunner().invoke(main, ["plan", str(_plan_config(tmp_path, cluster))])
+    assert result.exit_code == 0, result.output
+    for text in expected:
+        assert text in result.output
+    assert "the workers read the input path themselves" in result.output
+
+
+@pytest.mark.parametrize(("cluster", "extra"), [(SLURM, "slurm"), (KUBE, "kubernetes")])
+def test_cli_run__missing_backend_names_the_extra(tmp_path, monkeypatch, cluster, extra):
+    monkeypatch.setitem(sys.modules, "dask_jobqueue", None)
+    monkeypatch.setitem(sys.modules, "dask_kubernetes", None)
+    result = CliRunner().invoke(main, ["run", "-q", str(_plan_config(tmp_path, cluster))])
+    assert result.exit_code == 1
+    assert len(result.output.strip().splitlines()) == 1
+    assert f"pip install 'dppca_dask[{extra}]'" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_kubernetes_cluster_spec__operator_layout():
+    spec = KubernetesClusterConfig(**KUBE, env={"A": "1"}).cluster_spec()
+    assert spec["apiVersion"] == "kubernetes.dask.org/v1" and spec["kind"] == "DaskCluster"
+    worker = spec["spec"]["worker"]
+    assert worker["replicas"] == 3
+    (container,) = worker["spec"]["containers"]
+    assert container["args"][:2] == ["dask", "worker"]
+    assert container["resources"] == KUBE["resources"]
+    assert container["env"] == [{"name": "A", "value": "1"}]
+    scheduler = spec["spec"]["scheduler"]
+    assert scheduler["spec"]["containers"][0]["args"][:2] == ["dask", "scheduler"]
+    assert scheduler["service"]["selector"]["dask.org/cluster-name"] == "dppca"
+    assert {p["port"] for p in scheduler["service"]["ports"]} == {8786, 8787}
+
+
+def test_slurm_backend_kwargs__accepted_by_dask_jobqueue():
+    jobqueue = pytest.importorskip("dask_jobqueue")
+    cfg = SlurmClusterConfig(**{k: v for k, v in SLURM.items() if k != "n_jobs"}, kind="slurm")
+    with jobqueue.SLURMCluster(**cfg.backend_kwargs()) as cluster:  # no job is submitted
+        script = cluster.job_script()
+    assert "#SBATCH -p normal" in script and "#SBATCH --exclusive" in script
+
+
+@pytest.mark.parametrize(
+    ("cluster", "key"),
+    [
+        ({"kind": "address", "address": "http://h:8786"}, "cluster.address.address"),
+        ({"kind": "address", "address": "tcp://h:8786", "security": {"ca_file": "a",
+          "cert": "b"}}, "needs a tls:// or wss:// scheduler address"),
+        ({"kind": "address", "address": "tls://h:1", "security": {"cert": "b"}},
+         "cluster.address.security.ca_file' is required"),
+        ({"kind": "local", "retries": -1}, "cluster.local.retries"),
+        ({"kind": "slurm", "n_jobs": 2, "adaptive": {"maximum": 3}}, "either 'n_jobs' or"),
+        ({"kind": "slurm", "adaptive": {"minimum": 4, "maximum": 3}}, "must not exceed"),
+        ({"kind": "slurm", "memory": "lots"}, "cluster.slurm.memory"),
+        ({"kind": "slurm", "partition": "x"}, "cluster.slurm.partition' is not a known"),
+        ({"kind": "kubernetes"}, "cluster.kubernetes.image' is required"),
+        ({"kind": "kubernetes", "image": "i", "name": "Bad_Name"}, "cluster.kubernetes.name"),
+        ({"kind": "kubernetes", "image": "i", "resources": {"gpus": 1}},
+         "cluster.kubernetes.resources.gpus"),
+    ],
+)
+def test_cluster_config__bad_values_name_the_key(tmp_path, cluster, key):
+    base = yaml.safe_load(_plan_config(tmp_path, {"kind": "local"}).read_text())
+    with pytest.raises(ConfigError, match=key.replace("(", r"\(")):
+        RunConfig.from_dict({**base, "cluster": cluster})
+
+
+def test_describe_cluster__local_default():
+    assert describe_cluster(LocalClusterConfig()).startswith(
+        "embedded LocalCluster: auto worker(s) x 1 thread(s)")
