@@ -19,7 +19,12 @@ from dppca_dask.budget import PrivacyBudget
 __all__ = [
     "Release",
     "above_threshold",
+    "gaussian_histogram",
     "gaussian_symmetric_matrix",
+    "histogram_noise_sigma",
+    "smooth_laplace",
+    "stability_histogram",
+    "stability_histogram_parameters",
     "symmetric_noise_sigma",
     "vec2mat",
 ]
@@ -145,3 +150,132 @@ def above_threshold(
         note=label,
     )
     return Release((index, capped), record)
+
+
+def histogram_noise_sigma(budget: PrivacyBudget, calibration: str) -> float:
+    """σ of :func:`gaussian_histogram`: L2 sensitivity √2 of a count vector (replace-one)."""
+    return gaussian_sigma(math.sqrt(2.0), budget.eps, budget.delta, calibration)
+
+
+def gaussian_histogram(
+    counts: np.ndarray,
+    *,
+    budget: PrivacyBudget,
+    calibration: str,
+    rng: Any,
+    component: str,
+    label: str = "",
+) -> Release:
+    """Additive Gaussian histogram (dp_score "add"; SPEC_dppca.md §6.6, Algorithm 4).
+
+    ĉ_k = max(c_k + N(0, σ²), 0) with σ = √2·sqrt(2 ln(1.25/δ))/ε (classical calibration): one
+    replaced observation moves two cells by one each, so the L2 sensitivity is √2. Draws one
+    normal per cell in cell order (``counts`` flattened in C order: x fastest for (m_y, m_x)).
+    The value has the shape of ``counts``; normalising it is post-processing.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    sigma = histogram_noise_sigma(budget, calibration)
+    noise = np.asarray(rng.normal(0.0, sigma, size=counts.size), dtype=np.float64)
+    noisy = np.maximum(counts + noise.reshape(counts.shape), 0.0)
+    record = SpendRecord(
+        component=component,
+        mechanism="gaussian_histogram",
+        eps=budget.eps,
+        delta=budget.delta,
+        sensitivity=math.sqrt(2.0),
+        sensitivity_norm="l2",
+        noise="gaussian",
+        scale=sigma,
+        rho=1.0 / sigma**2,
+        calibration=calibration,
+        draws=int(counts.size),
+        note=label,
+    )
+    return Release(noisy, record)
+
+
+def stability_histogram_parameters(n: int, budget: PrivacyBudget) -> tuple[float, float]:
+    """Laplace scale b = 2/(εn) and threshold t = 2 ln(2/δ)/(εn) + 1/n on proportions.
+
+    Examples
+    --------
+    >>> [round(v, 7) for v in stability_histogram_parameters(300, PrivacyBudget(1.0, 5e-4))]
+    [0.0066667, 0.058627]
+    """
+    scale = 2.0 / (budget.eps * n)
+    threshold = 2.0 * math.log(2.0 / budget.delta) / (budget.eps * n) + 1.0 / n
+    return scale, threshold
+
+
+def stability_histogram(
+    proportions: np.ndarray,
+    *,
+    n: int,
+    budget: PrivacyBudget,
+    rng: Any,
+    component: str,
+    label: str = "",
+) -> Release:
+    """Stability-based sparse histogram (dp_score "sparse"; Karwa & Vadhan; SPEC §6.6, Alg. 5).
+
+    On proportions p̂_k = c_k/n: empty cells stay 0 **without a draw**; every other cell, in cell
+    order, gets q_k = max(p̂_k + Laplace(b), 0), set to 0 when below the threshold t
+    (:func:`stability_histogram_parameters`). Only cells non-empty in the data can be released,
+    which is why δ is needed. The value is unnormalised (it may be all zero).
+    """
+    props = np.asarray(proportions, dtype=np.float64)
+    scale, threshold = stability_histogram_parameters(n, budget)
+    flat = props.ravel()
+    out = np.zeros_like(flat)
+    nonempty = np.flatnonzero(flat > 0)
+    if nonempty.size:
+        noise = np.asarray(rng.laplace(0.0, scale, size=nonempty.size), dtype=np.float64)
+        q = np.maximum(flat[nonempty] + noise.reshape(-1), 0.0)
+        out[nonempty] = np.where(q < threshold, 0.0, q)
+    record = SpendRecord(
+        component=component,
+        mechanism="stability_histogram",
+        eps=budget.eps,
+        delta=budget.delta,
+        sensitivity=2.0 / n,
+        sensitivity_norm="l1",
+        noise="laplace",
+        scale=scale,
+        draws=int(nonempty.size),
+        note=f"{label}; threshold {threshold!r}".lstrip("; "),
+    )
+    return Release(out.reshape(props.shape), record)
+
+
+def smooth_laplace(
+    value: float,
+    *,
+    smooth_sensitivity: float,
+    budget: PrivacyBudget,
+    rng: Any,
+    component: str,
+    label: str = "",
+) -> Release:
+    """Smooth-sensitivity Laplace release of a statistic (Nissim, Raskhodnikova & Smith 2007).
+
+    value + Laplace(2·SS/ε), where SS is the β-smooth sensitivity with β = ε/(2 ln(1/δ))
+    (computed exactly on the driver; SPEC_dppca.md §6.4(i)). One Laplace draw.
+    """
+    scale = 2.0 * smooth_sensitivity / budget.eps
+    noise = float(np.asarray(rng.laplace(0.0, scale, size=1)).reshape(-1)[0]) if scale > 0 else 0.0
+    record = SpendRecord(
+        component=component,
+        mechanism="smooth_sensitivity_laplace",
+        eps=budget.eps,
+        delta=budget.delta,
+        sensitivity=smooth_sensitivity,
+        sensitivity_norm="smooth",
+        noise="laplace",
+        scale=scale,
+        draws=1 if scale > 0 else 0,
+        note=label,
+    )
+    return Release(float(value) + noise, record)
+
+
+# --- scalar and vector Gaussian / Laplace releases (dp_scree; SPEC_dppca.md §5) -------------------
