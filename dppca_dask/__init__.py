@@ -5,11 +5,13 @@ Public API
 Budgets
     :func:`privacy_control`
 Estimators
-    :func:`dp_loading`
+    :func:`dp_loading`, :func:`dp_score`
+Synthetic samples and plots (post-processing)
+    :func:`sampling_control`, :func:`sample_histogram`, :func:`score_plot_control`
 Exact (non-private) statistics
     :func:`spherical_kendall`
 Results
-    :func:`load_result`, :class:`LoadingResult`
+    :func:`load_result`, :class:`LoadingResult`, :class:`ScoreResult`
 Errors
     :class:`DPPCAError` and its subclasses
 """
@@ -30,7 +32,11 @@ from dppca_dask.errors import (
     PrivacyWarning,
 )
 from dppca_dask.loading import dp_loading, spherical_kendall
+from dppca_dask.plots.score import score_plot_control
 from dppca_dask.results import LoadingResult, LoadingSummary, load_result
+from dppca_dask.sampling import SamplingControl, sample_histogram, sampling_control
+from dppca_dask.score import dp_score
+from dppca_dask.score_result import ScoreResult, ScoreSummary
 
 __all__ = [
     # budgets
@@ -38,11 +44,19 @@ __all__ = [
     "privacy_control",
     # estimators
     "dp_loading",
+    "dp_score",
+    # synthetic samples and plots
+    "SamplingControl",
+    "sample_histogram",
+    "sampling_control",
+    "score_plot_control",
     # exact statistics
     "spherical_kendall",
     # results
     "LoadingResult",
     "LoadingSummary",
+    "ScoreResult",
+    "ScoreSummary",
     "load_result",
     # errors
     "BudgetError",

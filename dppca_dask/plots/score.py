@@ -1,0 +1,339 @@
+"""Score plots of a ``dp_score`` fit (SPEC_dppca.md §9.1–9.2), drawn with matplotlib.
+
+One grid of panels, ``ncol`` = (1 + 1 if the non-private references are stored) + number of
+histogram methods:
+
+* the histogram row: [scatter | non-private histogram | add | sparse], the first cell blank when
+  sample rows follow;
+* one sample row per sampling method: [scatter (first sample row only) | non-private sample |
+  add sample | sparse sample].
+
+Non-private panels appear only when the fit stored its references (``non_private=True``) and are
+titled "Non-private …". Histogram cells are filled rectangles whose alpha maps the probability
+linearly from [min, max] of the panel (pooled over groups) onto ``hist_alpha_range``; grouped fits
+overlay each group's cells in its colour. Every panel shows exactly the private frame with a fixed
+1:1 aspect. Samples come from :meth:`~dppca_dask.score_result.ScoreResult.sample`, i.e. only from
+released probabilities (and from the non-private histogram for its own panels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dppca_dask._validation import bad_param, parse_real
+from dppca_dask.plots._style import figure, group_colors, style_panel
+
+__all__ = ["PRIVATE_PLOTS", "ScorePlot", "ScorePlotControl", "plot_score", "score_plot_control"]
+
+PRIVATE_PLOTS = ("histogram", "sample")
+TITLE_KEYS = ("scatter", "nonprivate", "add", "sparse")
+_DEFAULT_TITLES = {"scatter": "Non-private Scatter", "nonprivate": "Non-private Histogram",
+                   "add": "Add DP Histogram", "sparse": "Sparse DP Histogram"}
+_SAMPLE_NAMES = {"nonprivate": "Non-private", "add": "Add", "sparse": "Sparse"}
+
+
+@dataclass(frozen=True)
+class ScorePlotControl:
+    """Plot options (SPEC §9.1 ``score_plot_control``); build it with :func:`score_plot_control`."""
+
+    color: str = "#6A5ACD"
+    scatter_alpha: float = 0.6
+    scatter_size: float = 1.8
+    hist_alpha_range: tuple[float, float] = (0.0, 1.0)
+    base_size: float = 12.0
+    title_size: float = 14.0
+    titles: Mapping[str, str] = field(default_factory=lambda: dict(_DEFAULT_TITLES))
+    xlab: str | None = None
+    ylab: str | None = None
+    group_colors: Mapping[str, str] | None = None
+    group_ncol: int = 3
+    show_group_legend: bool = False
+    panel_size: float = 3.4
+
+
+def _string(value: Any, name: str, owner: str) -> str:
+    if not isinstance(value, str):
+        raise bad_param(name, owner, "a single str", value)
+    return value
+
+
+def _color(value: Any, name: str, owner: str) -> str:
+    from matplotlib.colors import is_color_like
+
+    if not isinstance(value, str) or not is_color_like(value):
+        raise bad_param(name, owner, "a valid colour (a name or a hex code)", value)
+    return value
+
+
+def score_plot_control(**options: Any) -> ScorePlotControl:
+    """Score plot options; unknown names are an error.
+
+    Options: ``color`` (#6A5ACD), ``scatter_alpha`` (0.6), ``scatter_size`` (1.8),
+    ``hist_alpha_range`` ((0, 1)), ``base_size`` (12), ``title_size`` (14), ``titles`` (a dict
+    overriding any of "scatter", "nonprivate", "add", "sparse"), ``xlab``/``ylab`` (default: the
+    axis labels "PC{a}", "PC{b}"), ``group_colors`` (dict level → colour; missing levels come
+    from the palette), ``group_ncol`` (3, unused), ``show_group_legend`` (False), ``panel_size``
+    (3.4 inches per panel).
+
+    Examples
+    --------
+    >>> score_plot_control(scatter_alpha=0.3).scatter_alpha
+    0.3
+    """
+    owner = "score_plot_control"
+    known = {f.name for f in fields(ScorePlotControl)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise bad_param(", ".join(unknown), owner, "one of the options " + ", ".join(sorted(known)),
+                        unknown)
+    out: dict[str, Any] = {}
+    for name, value in options.items():
+        if name == "color":
+            out[name] = _color(value, name, owner)
+        elif name == "scatter_alpha":
+            out[name] = parse_real(value, name, owner, low=0, high=1, low_open=False,
+                                   high_open=False)
+        elif name in ("scatter_size", "base_size", "title_size", "panel_size"):
+            out[name] = parse_real(value, name, owner, low=0)
+        elif name == "hist_alpha_range":
+            pair = list(value) if isinstance(value, Sequence) and not isinstance(value, str) \
+                else None
+            ok = pair is not None and len(pair) == 2 and all(
+                isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= 1
+                for v in pair) and pair[0] <= pair[1]
+            if not ok:
+                raise bad_param(name, owner, "a non-decreasing pair within [0, 1]", value)
+            out[name] = (float(pair[0]), float(pair[1]))
+        elif name == "titles":
+            if not isinstance(value, Mapping) or any(k not in TITLE_KEYS for k in value):
+                raise bad_param(name, owner, f"a dict keyed by {TITLE_KEYS}", value)
+            out[name] = {**_DEFAULT_TITLES,
+                         **{k: _string(v, f"titles[{k!r}]", owner) for k, v in value.items()}}
+        elif name in ("xlab", "ylab"):
+            out[name] = None if value is None else _string(value, name, owner)
+        elif name == "group_colors":
+            if value is not None and not isinstance(value, Mapping):
+                raise bad_param(name, owner, "None or a dict mapping group levels to colours",
+                                value)
+            out[name] = None if value is None else {
+                str(k): _color(v, f"group_colors[{k!r}]", owner) for k, v in value.items()}
+        elif name == "group_ncol":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise bad_param(name, owner, "a positive int", value)
+            out[name] = value
+        else:  # show_group_legend
+            if not isinstance(value, bool):
+                raise bad_param(name, owner, "a bool (True or False)", value)
+            out[name] = value
+    return replace(ScorePlotControl(), **out)
+
+
+@dataclass(frozen=True)
+class ScorePlot:
+    """A drawn score plot: the figure, its panels, the synthetic samples and the group colours.
+
+    ``axes`` mirrors the R return value: ``"scatter"``, ``"nonprivate"``, ``"add"``,
+    ``"sparse"`` (histogram panels) and ``"sample"`` → ``{target: {method: Axes}}``.
+    ``samples`` is ``{target: {method: DataFrame(pc_x, pc_y[, group])}}`` (empty without
+    "sample").
+    """
+
+    figure: Any
+    axes: dict[str, Any]
+    samples: dict[str, dict[str, pd.DataFrame]]
+    group_colors: dict[str, str] | None
+
+    def save(self, path: str, *, dpi: int = 150) -> str:
+        """Write the figure (format from the extension, e.g. ``.png``)."""
+        self.figure.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+        return str(path)
+
+    def _repr_png_(self) -> bytes:  # pragma: no cover - notebooks
+        import io
+
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.1)
+        return buf.getvalue()
+
+
+def _parse_private_plot(value: Any, owner: str) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    rule = "'histogram', 'sample', or a non-empty sequence of them"
+    if not isinstance(items, Sequence) or not items or any(
+            not isinstance(v, str) or v not in PRIVATE_PLOTS for v in items):
+        raise bad_param("private_plot", owner, rule, value)
+    return tuple(p for p in PRIVATE_PLOTS if p in items)
+
+
+def _alphas(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Linear map of [min, max] of ``values`` onto [lo, hi] (a constant maps to the midpoint)."""
+    vmin, vmax = float(np.min(values)), float(np.max(values))
+    if not vmax > vmin:
+        return np.full(values.shape, (lo + hi) / 2.0)
+    return lo + (hi - lo) * (values - vmin) / (vmax - vmin)
+
+
+def _draw_histogram(ax: Any, grids: np.ndarray, colors: Sequence[str], xb: np.ndarray,
+                    yb: np.ndarray, alpha_range: tuple[float, float]) -> None:
+    from matplotlib.collections import PolyCollection
+    from matplotlib.colors import to_rgba
+
+    alphas = _alphas(grids, *alpha_range)
+    for g in range(grids.shape[0]):
+        jy, jx = np.nonzero(alphas[g] > 0)
+        if jy.size == 0:
+            continue
+        verts = [((xb[i], yb[j]), (xb[i + 1], yb[j]), (xb[i + 1], yb[j + 1]), (xb[i], yb[j + 1]))
+                 for j, i in zip(jy, jx, strict=True)]
+        rgba = np.tile(np.array(to_rgba(colors[g])), (jy.size, 1))
+        rgba[:, 3] = alphas[g][jy, jx]
+        ax.add_collection(PolyCollection(verts, facecolors=rgba, edgecolors="none",
+                                         linewidths=0, antialiased=False))
+
+
+def _draw_points(ax: Any, frame: pd.DataFrame, ctl: ScorePlotControl,
+                 colors: Mapping[str, str] | None) -> None:
+    size = (ctl.scatter_size * 1.6) ** 2  # ggplot2 size (mm-ish) to matplotlib points²
+    if colors is None or "group" not in frame:
+        ax.scatter(frame["pc_x"], frame["pc_y"], s=size, c=ctl.color, alpha=ctl.scatter_alpha,
+                   linewidths=0, rasterized=len(frame) > 5000)
+        return
+    for level, color in colors.items():
+        part = frame[frame["group"] == level]
+        ax.scatter(part["pc_x"], part["pc_y"], s=size, c=color, alpha=ctl.scatter_alpha,
+                   linewidths=0, rasterized=len(frame) > 5000)
+
+
+def plot_score(
+    fit: Any,
+    *,
+    private_plot: str | Sequence[str] = ("histogram", "sample"),
+    sampling: Any = None,
+    group_weights: str = "observed",
+    control: ScorePlotControl | Mapping[str, Any] | None = None,
+    rng: Any = None,
+    samples: Mapping[str, Mapping[str, pd.DataFrame]] | None = None,
+) -> ScorePlot:
+    """Draw the score panels of a :class:`~dppca_dask.score_result.ScoreResult`.
+
+    Parameters
+    ----------
+    fit
+        A ``dp_score`` result.
+    private_plot
+        ``"histogram"``, ``"sample"`` or both (default).
+    sampling
+        A :func:`~dppca_dask.sampling_control` for the sample panels (default
+        ``sampling_control()``: "uniform", n points).
+    group_weights
+        How grouped samples split the total (see :meth:`ScoreResult.sample`).
+    control
+        A :func:`score_plot_control` or a dict of its options.
+    rng
+        Generator for the synthetic samples (post-processing; no budget).
+    samples
+        Samples already drawn by :meth:`ScoreResult.sample` with the same ``sampling`` (so that
+        several figures show the same points); drawn here when ``None``.
+
+    Returns
+    -------
+    ScorePlot
+        ``.figure``, ``.axes``, ``.samples``, ``.group_colors``; ``.save(path)``.
+
+    Examples
+    --------
+    >>> from dppca_dask import dp_score, privacy_control
+    >>> X = np.random.default_rng(0).normal(size=(300, 3)) * [3.0, 1.0, 0.5]
+    >>> fit = dp_score(X, privacy=privacy_control(eps=4, delta=1e-4), rng=1)
+    >>> out = fit.plot(rng=2)
+    >>> sorted(out.axes), len(out.samples["add"]["uniform"])
+    (['add', 'sample'], 300)
+    """
+    from dppca_dask.score_result import ScoreResult
+
+    owner = "plot"
+    if not isinstance(fit, ScoreResult):
+        raise bad_param("fit", "plot_score", "a ScoreResult from dp_score()", type(fit).__name__)
+    panels = _parse_private_plot(private_plot, owner)
+    if control is None:
+        ctl = ScorePlotControl()
+    elif isinstance(control, ScorePlotControl):
+        ctl = control
+    elif isinstance(control, Mapping):
+        ctl = score_plot_control(**control)
+    else:
+        raise bad_param("control", owner, "a ScorePlotControl or a dict of its options", control)
+    from dppca_dask.sampling import as_sampling_control
+
+    sampler = as_sampling_control(sampling, owner)
+    stored = fit.nonprivate_probability is not None
+    targets = (("nonprivate",) if stored else ()) + fit.methods
+    if "sample" not in panels:
+        samples = {}
+    elif samples is None:
+        samples = fit.sample(sampler, targets=targets, group_weights=group_weights, rng=rng)
+    else:
+        missing = [(t, m) for t in targets for m in sampler.method
+                   if m not in samples.get(t, {})]
+        if missing:
+            raise bad_param("samples", owner, "samples for every target and sampling method "
+                            f"(missing {missing})", sorted(samples))
+        samples = {t: dict(samples[t]) for t in targets}
+
+    levels = fit.groups
+    colors = group_colors(levels, ctl.group_colors) if levels is not None else None
+    panel_colors = list(colors.values()) if colors is not None else [ctl.color]
+    rows: list[list[tuple[str, Any]]] = []
+    lead = [("scatter", None)] if stored else []
+    if "histogram" in panels:
+        first = ("blank", None) if "sample" in panels else ("scatter", None)
+        rows.append(([first] if stored else []) + [("hist", t) for t in targets])
+    if "sample" in panels:
+        for i, method in enumerate(sampler.method):
+            start = (lead if i == 0 else [("blank", None)]) if stored else []
+            rows.append(start + [("sample", (t, method)) for t in targets])
+
+    ncol = max(len(r) for r in rows)
+    size = ctl.panel_size
+    legend = colors is not None and ctl.show_group_legend
+    fig = figure(size * ncol + (1.3 if legend else 0.0), size * len(rows))
+    grid = fig.add_gridspec(len(rows), ncol)
+    xlim, ylim = fit.frame.xlim, fit.frame.ylim
+    xlab = ctl.xlab if ctl.xlab is not None else fit.labels[0]
+    ylab = ctl.ylab if ctl.ylab is not None else fit.labels[1]
+    xb, yb = fit.x_breaks, fit.y_breaks
+    observed = fit.observed_scores
+    axes: dict[str, Any] = {}
+    for r, row in enumerate(rows):
+        for c, (kind, what) in enumerate(row):
+            if kind == "blank":
+                continue
+            ax = fig.add_subplot(grid[r, c])
+            if kind == "scatter":
+                title = ctl.titles["scatter"]
+                _draw_points(ax, observed, ctl, colors)
+                axes["scatter"] = ax
+            elif kind == "hist":
+                title = ctl.titles[what]
+                _draw_histogram(ax, fit._grid(what), panel_colors, xb, yb, ctl.hist_alpha_range)
+                axes[what] = ax
+            else:
+                target, method = what
+                title = f"{_SAMPLE_NAMES[target]} Sample ({method.capitalize()})"
+                _draw_points(ax, samples[target][method], ctl, colors)
+                axes.setdefault("sample", {}).setdefault(target, {})[method] = ax
+            style_panel(ax, xlim=xlim, ylim=ylim, title=title, xlabel=xlab, ylabel=ylab,
+                        base_size=ctl.base_size, title_size=ctl.title_size)
+    if legend:
+        from matplotlib.patches import Patch
+
+        handles = [Patch(facecolor=col, label=lvl) for lvl, col in colors.items()]
+        fig.legend(handles=handles, title="Group", loc="outside right center",
+                   fontsize=ctl.base_size * 0.8, title_fontsize=ctl.base_size, frameon=False)
+    return ScorePlot(fig, axes, samples, colors)
+
