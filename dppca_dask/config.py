@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveInt,
     ValidationError,
@@ -45,11 +46,12 @@ __all__ = [
     "OutputConfig",
     "PrivacyConfig",
     "RunConfig",
+    "ScoreConfig",
     "SlurmClusterConfig",
     "load_config",
 ]
 
-TASKS = ("loading",)
+TASKS = ("loading", "score")
 
 
 class _Model(BaseModel):
@@ -63,6 +65,8 @@ class InputConfig(_Model):
     array: str | None = None
     columns: list[str | int] | None = None
     storage_options: dict[str, Any] = Field(default_factory=dict)
+    group: str | None = None
+    """A group-label variable of the Zarr group (tasks that support groups: score)."""
 
 
 class BudgetPair(_Model):
@@ -106,6 +110,37 @@ class LoadingConfig(_Model):
     block_rows: PositiveInt | None = None
 
 
+class ScoreSamplingConfig(_Model):
+    """:func:`~dppca_dask.sampling_control` for the synthetic samples of the score task."""
+
+    method: list[Literal["center", "uniform"]] = Field(default_factory=lambda: ["uniform"],
+                                                       min_length=1)
+    sample_size: PositiveInt | None = None
+    bandwidth_scale: (NonNegativeFloat | dict[Literal["center", "uniform"], NonNegativeFloat]
+                      | None) = None
+
+
+class ScoreConfig(_Model):
+    """Options of :func:`~dppca_dask.dp_score` and of its samples and plots."""
+
+    axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
+    bins: list[PositiveInt] | PositiveInt | None = None
+    method: list[Literal["add", "sparse"]] = Field(default_factory=lambda: ["add"], min_length=1)
+    frame: Literal["durfee", "smooth"] = "durfee"
+    cpp_option: bool = True
+    non_private: bool = False
+    calibration: Literal["classical", "analytic"] = "classical"
+    block_rows: PositiveInt | None = None
+    sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
+    group_weights: Literal["observed", "private"] = "observed"
+    private_plot: list[Literal["histogram", "sample"]] = Field(
+        default_factory=lambda: ["histogram", "sample"], min_length=1)
+    plots: bool = True
+    samples_format: Literal["parquet", "csv"] = "parquet"
+    show_group_legend: bool = True
+    dpi: PositiveInt = 150
+
+
 class OutputConfig(_Model):
     """Where results go; the directory is created and must not exist unless ``overwrite``."""
 
@@ -135,9 +170,10 @@ class RunConfig(_Model):
     """One run: input, task, privacy, task options, cluster, outputs and an optional rng seed."""
 
     input: InputConfig
-    task: Literal["loading"] = "loading"
+    task: Literal["loading", "score"] = "loading"
     privacy: PrivacyConfig
     loading: LoadingConfig = Field(default_factory=LoadingConfig)
+    score: ScoreConfig = Field(default_factory=ScoreConfig)
     cluster: ClusterConfig = Field(default_factory=LocalClusterConfig)
     output: OutputConfig
     budget_ledger: BudgetLedgerConfig = Field(default_factory=BudgetLedgerConfig)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,7 +116,8 @@ def _check_output(config: RunConfig, overwrite: bool) -> Path:
     return directory
 
 
-def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str) -> None:
+def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str,
+                   extra: Callable[[Path], None] | None = None) -> None:
     os.makedirs(tmp)
     base = Path(tmp)
     name = config.task
@@ -126,6 +127,8 @@ def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str) ->
         result.to_netcdf(base / f"{name}.nc")
     (base / "config.yaml").write_text(dump_config(config))
     (base / "summary.txt").write_text(summary + "\n")
+    if extra is not None:  # task-specific outputs (TaskSpec.write_outputs)
+        extra(base)
 
 
 @contextmanager
@@ -175,8 +178,12 @@ def execute(
             timings["fit"] = time.perf_counter() - begin
         entry["records"] = [r.as_dict() for r in result.ledger]
     summary = f"{result!r}\n\n{result.summary()!r}"  # type: ignore[attr-defined]
+    write_extra = spec.write_outputs
+    extra = None if write_extra is None else (
+        lambda base: write_extra(config, result, base, state))
     write_atomically(
-        directory, lambda tmp: _write_outputs(tmp, config, result, summary), overwrite=overwrite
+        directory, lambda tmp: _write_outputs(tmp, config, result, summary, extra),
+        overwrite=overwrite,
     )
     files = tuple(sorted(str(directory / f) for f in os.listdir(directory)))
     return RunOutcome(result, str(directory), files, timings)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dppca_dask._rformat import format_r_scalar
@@ -22,6 +23,14 @@ from dppca_dask.loading import _fit_loading, kendall_sensitivity
 from dppca_dask.mechanisms import symmetric_noise_sigma
 from dppca_dask.results import Result
 from dppca_dask.rng import RngState
+from dppca_dask.score_task import (
+    score_fit,
+    score_noise,
+    score_outputs,
+    score_source,
+    score_spend,
+    score_work,
+)
 
 __all__ = ["TASKS", "TaskSpec", "mib", "spent_allocations"]
 
@@ -44,6 +53,9 @@ class TaskSpec:
     )
     """What the release will cost under basic composition (for the persistent ledger's cap
     check); override when one allocation is spent several times (e.g. several methods)."""
+    write_outputs: Callable[[RunConfig, Result, Path, RngState], None] | None = None
+    """Task-specific extra outputs written into the run directory after the release (samples,
+    figures): post-processing of the result only; gets the run's generator after the fit."""
 
 
 def spent_allocations(plan: BudgetPlan) -> PrivacyBudget:
@@ -88,4 +100,6 @@ def _loading_fit(
 
 TASKS: dict[str, TaskSpec] = {
     "loading": TaskSpec("dp_loading", _loading_noise, _loading_work, _loading_fit),
+    "score": TaskSpec("dp_score", score_noise, score_work, score_fit, source_options=score_source,
+                      planned_spend=score_spend, write_outputs=score_outputs),
 }
