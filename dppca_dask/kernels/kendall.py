@@ -9,7 +9,10 @@ Two kernels with identical mathematics:
 
 * :func:`tile_reference` -- difference vectors, normalise, accumulate Uᵀ U; O(p²) per pair.
   Plain and obviously correct; ``cpp_option=False`` selects it.
-* :func:`tile_fast` -- the BLAS-3 rewrite of ARCHITECTURE.md §3 with w_ij = 1/‖a_i − b_j‖²:
+* :func:`tile_blas_unfused` -- the BLAS-3 rewrite of ARCHITECTURE.md §3, unfused (Gram →
+  distances → reciprocals → sums → two GEMMs as separate NumPy steps over b×b temporaries); kept
+  as the benchmark baseline and a second oracle. The fast path is the fused kernel of
+  :mod:`dppca_dask.kernels.kendall_fused`. Mathematics: with w_ij = 1/‖a_i − b_j‖²:
   Σ w (a−b)(a−b)ᵀ = Aᵀ diag(W1) A + Bᵀ diag(Wᵀ1) B − Aᵀ W B − (Aᵀ W B)ᵀ; O(p) per pair.
   Numerical care: a per-tile shift (the tile's column mid-ranges; exact because K̂ is translation
   invariant, and the subtraction itself is exact for values within a factor two of the shift by
@@ -33,6 +36,7 @@ __all__ = [
     "DUPLICATE_SQ_THRESHOLD",
     "NEAR_RATIO",
     "check_finite_block",
+    "tile_blas_unfused",
     "tile_fast",
     "tile_reference",
 ]
@@ -138,14 +142,14 @@ def _shift_and_scale(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return sa, sb, floor
 
 
-def tile_fast(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """BLAS-3 partial sum and pair count of one tile; same result as :func:`tile_reference`.
+def tile_blas_unfused(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Unfused BLAS-3 partial sum and pair count of one tile; same result as ``tile_reference``.
 
     Examples
     --------
     >>> rng = np.random.default_rng(0)
     >>> x = rng.normal(size=(30, 4))
-    >>> bool(np.allclose(tile_fast(x)[0], tile_reference(x)[0], rtol=1e-12, atol=1e-13))
+    >>> bool(np.allclose(tile_blas_unfused(x)[0], tile_reference(x)[0], rtol=1e-12, atol=1e-13))
     True
     """
     a = _as_block(a)
@@ -174,3 +178,7 @@ def tile_fast(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarray, i
     if ii.size:
         total += _exact_pairs(b[jj], a[ii])
     return (total + total.T) / 2.0, count
+
+
+tile_fast = tile_blas_unfused
+"""Former name of :func:`tile_blas_unfused` (kept for existing callers)."""
