@@ -8,37 +8,77 @@ Follows ``seeds/dp_loading.txt`` and SPEC_dppca.md §4. Stages, in order:
 3. on the driver: the Gaussian mechanism with Frobenius sensitivity 4/n on K̂
    (:func:`~dppca_dask.mechanisms.gaussian_symmetric_matrix`), then eigenvectors ordered by the
    noisy eigenvalues (post-processing).
+
+``pairs="blocks"`` replaces the O(n²) U-statistic by the incomplete U-statistic over the pairs
+within consecutive groups of at most ``pair_block`` rows (:func:`~dppca_dask.kernels.graph.
+pair_groups`; the rule looks at n only): O(n·b·p) work, sensitivity 2·max_g(b_g − 1)/P with P
+the number of within-group pairs (= 4/n for equal groups); derivation in
+docs/design/kendall_blocks_sensitivity.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
 
-from dppca_dask._validation import parse_bool, parse_choice
+from dppca_dask._validation import parse_bool, parse_choice, parse_int
 from dppca_dask.accounting import CALIBRATIONS
 from dppca_dask.budget import BudgetPlan, resolve_budget
 from dppca_dask.data import DataSource, as_data
 from dppca_dask.errors import InputError
-from dppca_dask.kernels.graph import compute, kendall_sum, moments
+from dppca_dask.kernels.graph import (
+    DEFAULT_PAIR_BLOCK,
+    compute,
+    kendall_sum,
+    moments,
+    pair_groups,
+)
 from dppca_dask.mechanisms import gaussian_symmetric_matrix
 from dppca_dask.postprocess import align_signs, ordered_eigh
 from dppca_dask.results import LoadingResult, build_loading_result
 from dppca_dask.rng import as_rng
 
-__all__ = ["dp_loading", "kendall_sensitivity", "spherical_kendall"]
+__all__ = ["PAIRS", "dp_loading", "kendall_sensitivity", "spherical_kendall"]
+
+PAIRS = ("all", "blocks")
 
 
-def kendall_sensitivity(n: int) -> float:
-    """Frobenius sensitivity of K̂ under replace-one adjacency: 4/n (seed; SPEC §4.3)."""
-    return 4.0 / n
+def kendall_sensitivity(
+    n: int, *, pairs: str = "all", pair_block: int = DEFAULT_PAIR_BLOCK
+) -> float:
+    """Frobenius sensitivity of K̂ under replace-one adjacency.
+
+    ``pairs="all"``: 4/n (seed; SPEC §4.3). ``pairs="blocks"``: 2·max_g(b_g − 1)/P over the
+    groups of :func:`~dppca_dask.kernels.graph.pair_groups`, P = Σ_g b_g(b_g − 1)/2; one row
+    moves only the b_g − 1 pair terms of its group, each by at most 2 in Frobenius norm. Equals
+    4/n when the groups are equal and is never below it (docs/design/
+    kendall_blocks_sensitivity.md).
+
+    Examples
+    --------
+    >>> kendall_sensitivity(100), kendall_sensitivity(100, pairs="blocks", pair_block=25)
+    (0.04, 0.04)
+    >>> round(kendall_sensitivity(10, pairs="blocks", pair_block=4), 6)  # groups 4, 3, 3
+    0.5
+    """
+    if pairs == "all":
+        return 4.0 / n
+    sizes = pair_groups(n, pair_block)
+    total = sum(s * (s - 1) // 2 for s in sizes)
+    return 2.0 * (max(sizes) - 1) / total
 
 
-def _kendall_from_parts(parts: tuple[np.ndarray, int], source: DataSource) -> np.ndarray:
+def _parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[str, int]:
+    pairs = parse_choice(pairs, "pairs", owner, PAIRS)
+    pair_block = parse_int(pair_block, "pair_block", owner, low=2)
+    return pairs, pair_block
+
+
+def _kendall_from_parts(parts: tuple[np.ndarray, int], expected: int) -> np.ndarray:
     total, count = parts
-    expected = source.n * (source.n - 1) // 2
     if count != expected:  # an internal invariant of the tiling, not a user error
         raise RuntimeError(f"Kendall pass counted {count} pairs, expected {expected}.")
     k = total / count
@@ -50,6 +90,8 @@ def spherical_kendall(
     *,
     cpp_option: bool = True,
     block_rows: int | None = None,
+    pairs: Literal["all", "blocks"] = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> xr.DataArray:
     """The exact (non-private) spherical Kendall matrix K̂ = 2/(n(n−1)) Σ_{i<j} u_ij u_ijᵀ.
 
@@ -66,6 +108,11 @@ def spherical_kendall(
         ``True`` (default): the tiled BLAS-3 kernel; ``False``: the plain reference kernel.
     block_rows
         Rows per block of the tiling (default :data:`~dppca_dask.kernels.graph.DEFAULT_BLOCK_ROWS`).
+    pairs
+        ``"all"`` (default): every pair. ``"blocks"``: only the pairs within consecutive groups of
+        at most ``pair_block`` rows (an incomplete U-statistic, linear in n; it also has trace 1).
+    pair_block
+        Maximum group size for ``pairs="blocks"``.
 
     Returns
     -------
@@ -85,10 +132,14 @@ def spherical_kendall(
     1.0
     """
     cpp_option = parse_bool(cpp_option, "cpp_option", "spherical_kendall")
+    pairs, pair_block = _parse_pairs(pairs, pair_block, "spherical_kendall")
     source = as_data(X, owner="spherical_kendall")
-    graph, _ = kendall_sum(source.array, fast=cpp_option, block_rows=block_rows)
+    graph, layout = kendall_sum(
+        source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
+        reread="auto" if source.origin == "zarr" else False,
+    )
     (parts,) = compute(graph)
-    k = _kendall_from_parts(parts, source)
+    k = _kendall_from_parts(parts, layout.n_pairs)
     names = list(source.variables)
     return xr.DataArray(
         k,
@@ -108,6 +159,8 @@ def dp_loading(
     calibration: Literal["classical", "analytic"] = "classical",
     rng: Any = None,
     block_rows: int | None = None,
+    pairs: Literal["all", "blocks"] = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> LoadingResult:
     """Estimate differentially private PC directions from a noisy spherical Kendall matrix.
 
@@ -141,6 +194,17 @@ def dp_loading(
         release is marked as such; the seed is never stored.
     block_rows
         Rows per block of the distributed Kendall pass.
+    pairs
+        ``"all"`` (default): the full U-statistic over all n(n−1)/2 pairs, O(n²·p) work.
+        ``"blocks"``: for data too large for O(n²): the rows are split by position (never by
+        value) into consecutive groups of at most ``pair_block`` rows and only within-group pairs
+        are averaged -- an incomplete U-statistic with O(n·pair_block·p) work. The noise is
+        calibrated to its sensitivity 2·max_g(b_g − 1)/P (P within-group pairs; 4/n for equal
+        groups), derived in docs/design/kendall_blocks_sensitivity.md. Row order should not
+        carry structure the groups could pick up (shuffle once with public randomness if it
+        does); the release is private either way.
+    pair_block
+        Maximum rows per group for ``pairs="blocks"`` (at least 2; default 4096).
 
     Returns
     -------
@@ -165,12 +229,13 @@ def dp_loading(
     cpp_option = parse_bool(cpp_option, "cpp_option", owner)
     non_private = parse_bool(non_private, "non_private", owner)
     calibration = parse_choice(calibration, "calibration", owner, CALIBRATIONS)  # type: ignore[assignment]
+    pairs, pair_block = _parse_pairs(pairs, pair_block, owner)  # type: ignore[assignment]
     plan = resolve_budget(privacy, owner=owner)
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner)
     return _fit_loading(
         source, plan, calibration=calibration, cpp_option=cpp_option, non_private=non_private,
-        rng_state=state, block_rows=block_rows,
+        rng_state=state, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
     )
 
 
@@ -183,18 +248,34 @@ def _fit_loading(
     non_private: bool,
     rng_state: Any,
     block_rows: int | None,
+    pairs: str = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> LoadingResult:
     """Run the loading stage on a validated source (shared with dp_pca and the CLI)."""
     budget = plan.spend("loading")
-    sensitivity = kendall_sensitivity(source.n)
-    graph, layout = kendall_sum(source.array, fast=cpp_option, block_rows=block_rows)
+    sensitivity = kendall_sensitivity(source.n, pairs=pairs, pair_block=pair_block)
+    graph, layout = kendall_sum(
+        source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
+        reread="auto" if source.origin == "zarr" else False,
+    )
     lazy = [graph, moments(source.array)] if non_private else [graph]
     computed = compute(*lazy)
-    k = _kendall_from_parts(computed[0], source)
+    k = _kendall_from_parts(computed[0], layout.n_pairs)
     release = gaussian_symmetric_matrix(
         k, sensitivity=sensitivity, budget=budget, calibration=calibration,
         rng=rng_state.generator, component="loading",
     )
+    if pairs == "blocks":
+        sizes = layout.block_sizes
+        note = (
+            f"{release.record.note}; pairs='blocks': {len(sizes)} groups of consecutive rows "
+            f"({min(sizes)} to {max(sizes)} rows, pair_block={pair_block}), "
+            f"{layout.n_pairs} within-group pairs P, sensitivity 2*(max group size - 1)/P "
+            "(docs/design/kendall_blocks_sensitivity.md)"
+        )
+        release = dataclasses.replace(
+            release, record=dataclasses.replace(release.record, note=note)
+        )
     _, directions = ordered_eigh(release.value)
     reference = None
     if non_private:
@@ -212,5 +293,8 @@ def _fit_loading(
         ledger=(release.record,),
         calibration=calibration,
         seeded=rng_state.seeded,
-        extra={"cpp_option": cpp_option, "kendall_layout": layout.as_dict()},
+        extra={
+            "cpp_option": cpp_option, "pairs": pairs, "pair_block": pair_block,
+            "kendall_layout": layout.as_dict(),
+        },
     )

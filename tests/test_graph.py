@@ -114,3 +114,109 @@ def test_use_compute__routes_the_single_compute_point(data):
     with use_compute(counting):
         compute(graph)
     assert calls == [1]
+
+
+# --- work units, kernels, blocks mode, out-of-core reads ------------------------------------
+def _unit_pairs(layout, unit) -> int:
+    sizes = layout.block_sizes
+    total = 0
+    for i, j, lo, hi in unit:
+        if i == j:
+            total += sum(sizes[i] - 1 - r for r in range(lo, hi))
+        else:
+            total += (hi - lo) * sizes[j]
+    return total
+
+
+@pytest.mark.parametrize(
+    ("n", "kwargs"),
+    [(6_144, {"block_rows": 2048}), (5_000, {}), (40_000, {}),
+     (30_000, {"pairs": "blocks", "pair_block": 700})],
+)
+def test_kendall_layout__units_balanced_and_cover_every_pair(n, kwargs):
+    layout = kendall_layout(n, 10, **kwargs)
+    counts = [_unit_pairs(layout, u) for u in layout.units]
+    assert sum(counts) == layout.n_pairs
+    assert len(layout.units) % 12 == 0  # equal shares for 1, 2, 3, 4, 6 or 12 workers
+    # Equal to within one row of a block (the granularity of a cut).
+    assert max(counts) - min(counts) <= 2 * max(layout.block_sizes)
+    seen = {}
+    for unit in layout.units:  # pieces never overlap
+        for i, j, lo, hi in unit:
+            rows = seen.setdefault((i, j), [])
+            assert all(hi <= a or lo >= b for a, b in rows)
+            rows.append((lo, hi))
+    for (i, _), rows in seen.items():
+        assert sum(b - a for a, b in rows) == layout.block_sizes[i]
+
+
+def test_kendall_layout__blocks_mode_groups_by_row_count_only():
+    layout = kendall_layout(10, 3, pairs="blocks", pair_block=4)
+    assert layout.block_sizes == (4, 3, 3)
+    assert layout.n_pairs == 6 + 3 + 3
+    assert kendall_layout(10, 3, pairs="blocks", pair_block=100).block_sizes == (10,)
+    assert kendall_layout(3, 3, pairs="blocks", pair_block=2).block_sizes == (3,)
+    with pytest.raises(ChunkingError, match="pair_block"):
+        kendall_layout(10, 3, pairs="blocks", pair_block=1)
+    with pytest.raises(ChunkingError, match="pairs"):
+        kendall_layout(10, 3, pairs="some")
+
+
+@pytest.mark.parametrize("kernel", ["fused", "unfused", "reference"])
+def test_kendall_sum__every_kernel_and_bad_name(data, kernel):
+    expected, _ = tile_reference(data)
+    graph, _ = kendall_sum(da.from_array(data, chunks=(20, 4)), kernel=kernel, block_rows=30,
+                           unit_pairs=500)
+    (s, _), = compute(graph)
+    np.testing.assert_allclose(s, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    with pytest.raises(ChunkingError, match="kernel"):
+        kendall_sum(da.from_array(data), kernel="cpp")
+
+
+@pytest.mark.parametrize("chunks", list(CHUNKINGS))
+def test_kendall_sum__blocks_mode_ignores_chunking(data, chunks):
+    # The groups come from n and pair_block only: every chunking gives the same bits.
+    spec = CHUNKINGS[chunks]
+    rows = spec[0] if isinstance(spec, tuple) else spec
+    reference, count = None, 0
+    for x in (da.from_array(data, chunks=(rows, 4)), da.from_array(data, chunks=(97, 2))):
+        graph, layout = kendall_sum(x, pairs="blocks", pair_block=25, keep_chunks=True,
+                                    unit_pairs=100)
+        (s, m), = compute(graph)
+        reference = s if reference is None else reference
+        assert np.array_equal(s, reference)
+        count = m
+    assert layout.block_sizes == (25, 24, 24, 24)
+    groups = np.split(data, np.cumsum(layout.block_sizes)[:-1])
+    expected = sum(tile_reference(g)[0] for g in groups)
+    assert count == sum(tile_reference(g)[1] for g in groups)
+    np.testing.assert_allclose(reference, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+
+
+def test_kendall_sum__reread_equals_persist_bit_for_bit(data, tmp_path):
+    import zarr
+
+    store = zarr.create_array(str(tmp_path / "x.zarr"), shape=data.shape, chunks=(16, 4),
+                              dtype="f8")
+    store[:] = data
+    x = da.from_zarr(store)
+    results = []
+    for reread in (False, True, "auto"):
+        graph, _ = kendall_sum(x, block_rows=30, unit_pairs=300, reread=reread)
+        (s, m), = compute(graph)
+        results.append(s)
+    assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
+    graph, _ = kendall_sum(x, block_rows=30, reread=True)
+    assert "zarr" not in str(graph.dask.keys())  # no block-load tasks: each unit reads its rows
+
+
+def test_compute__blas_single_threaded_inside_tasks(data):
+    from threadpoolctl import threadpool_info
+
+    def blas_threads(_):
+        return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"),
+                   default=1)
+
+    x = da.from_array(data, chunks=(50, 4))
+    (threads,) = compute(x.map_blocks(blas_threads, chunks=(1,), drop_axis=1, dtype=int))
+    assert set(threads.tolist()) == {1}

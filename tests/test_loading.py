@@ -19,6 +19,7 @@ from dppca_dask import (
     privacy_control,
     spherical_kendall,
 )
+from dppca_dask.loading import kendall_sensitivity
 from dppca_dask.postprocess import ordered_eigh
 from tests.test_kendall import brute_force
 
@@ -205,3 +206,98 @@ def test_dp_loading__budget_refused_before_reading_data(tmp_path):
     pc = privacy_control(eps=1, delta=1e-5, split={"loading": 0.5, "score": 0.5})
     with pytest.raises(BudgetError):
         dp_loading(str(tmp_path / "nope.zarr"), privacy=pc)
+
+
+# --- pairs="blocks": the linear-time incomplete U-statistic -----------------------------------
+def _groups(n: int, pair_block: int) -> list[int]:
+    """The grouping rule written out independently: ceil(n/b) even groups, each >= 2 rows."""
+    g = max(1, min(-(-n // pair_block), n // 2))
+    return [n // g + (1 if k < n % g else 0) for k in range(g)]
+
+
+def test_kendall_sensitivity__blocks_formula():
+    for n, b in [(100, 25), (1000, 7), (10, 4), (5, 2), (1001, 1000), (50, 50), (2, 2)]:
+        sizes = _groups(n, b)
+        pairs = sum(s * (s - 1) // 2 for s in sizes)
+        got = kendall_sensitivity(n, pairs="blocks", pair_block=b)
+        assert got == pytest.approx(2 * (max(sizes) - 1) / pairs, rel=1e-15)
+        assert got >= 4 / n * (1 - 1e-15)  # never below the full U-statistic's 4/n
+        if len(set(sizes)) == 1:
+            assert got == pytest.approx(4 / n, rel=1e-15)
+    assert kendall_sensitivity(100, pairs="blocks", pair_block=1000) == 4 / 100
+
+
+def test_kendall_sensitivity__blocks_bound_holds_for_a_replaced_row(spiked):
+    # Replace one row by a far-away point: ‖K̂ − K̂'‖_F stays within the calibrated sensitivity.
+    x = spiked[:90]
+    n, b = len(x), 20
+    bound = kendall_sensitivity(n, pairs="blocks", pair_block=b)
+    k = spherical_kendall(x, pairs="blocks", pair_block=b).values
+    for row in (0, 45, 89):
+        y = x.copy()
+        y[row] = 1e3 * np.ones(x.shape[1])
+        k2 = spherical_kendall(y, pairs="blocks", pair_block=b).values
+        assert np.linalg.norm(k - k2) <= bound
+
+
+def test_spherical_kendall__blocks_mode_equals_group_average(spiked):
+    x = spiked[:70] + 1e6
+    sizes = _groups(70, 16)
+    groups = np.split(x, np.cumsum(sizes)[:-1])
+    sums = [brute_force(g) for g in groups]
+    expected = sum(s for s, _ in sums) / sum(m for _, m in sums)
+    for cpp in (True, False):
+        got = spherical_kendall(x, cpp_option=cpp, pairs="blocks", pair_block=16).values
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-13)
+    assert np.trace(got) == pytest.approx(1.0, abs=1e-13)
+
+
+def test_spherical_kendall__one_group_is_the_full_u_statistic(spiked):
+    full = spherical_kendall(spiked).values
+    one = spherical_kendall(spiked, pairs="blocks", pair_block=len(spiked)).values
+    np.testing.assert_allclose(one, full, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("chunks", [1, 7, (3, 50, 1, 96), 150])
+def test_spherical_kendall__blocks_mode_dask_equals_numpy(spiked, chunks):
+    expected = spherical_kendall(spiked, pairs="blocks", pair_block=32).values
+    x = da.from_array(spiked, chunks=(chunks, 5))
+    got = spherical_kendall(x, pairs="blocks", pair_block=32).values
+    np.testing.assert_array_equal(got, expected)  # grouping never depends on the chunking
+
+
+def test_dp_loading__blocks_mode_ledger_and_metadata(spiked):
+    fit = dp_loading(spiked, privacy=PRIV, pairs="blocks", pair_block=40, rng=3)
+    (record,) = fit.ledger
+    assert record.sensitivity == kendall_sensitivity(150, pairs="blocks", pair_block=40)
+    assert "pairs='blocks'" in record.note and "kendall_blocks_sensitivity.md" in record.note
+    assert fit.metadata["pairs"] == "blocks" and fit.metadata["pair_block"] == 40
+    assert fit.metadata["kendall_layout"]["pairs"] == 2 * (38 * 37 // 2) + 2 * (37 * 36 // 2)
+    default = dp_loading(spiked, privacy=PRIV, rng=3)
+    assert default.ledger[0].sensitivity == 4 / 150 and default.metadata["pairs"] == "all"
+    assert record.scale > default.ledger[0].scale  # 150 = 38+38+37+37: unequal groups, > 4/n
+
+
+def test_dp_loading__blocks_mode_huge_eps_recovers_block_kendall(spiked):
+    fit = dp_loading(spiked, privacy=HUGE, pairs="blocks", pair_block=50, rng=0)
+    k = spherical_kendall(spiked, pairs="blocks", pair_block=50).values
+    _, expected = ordered_eigh(k)
+    _assert_same_directions(fit.directions.values, expected, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"pairs": "some"}, "'pairs' parameter of dp_loading must be a str among"),
+        ({"pairs": None}, "'pairs' parameter"),
+        ({"pair_block": 1}, r"'pair_block' parameter of dp_loading must be an int in the range \[2"),
+        ({"pair_block": 2.5}, "'pair_block' parameter"),
+        ({"pair_block": "4096"}, "'pair_block' parameter"),
+        ({"pairs": "blocks", "pair_block": True}, "'pair_block' parameter"),
+    ],
+)
+def test_dp_loading__bad_pairs_arguments(spiked, kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        dp_loading(spiked, privacy=PRIV, **kwargs)
+    with pytest.raises(ParameterError):
+        spherical_kendall(spiked, **kwargs)
