@@ -286,6 +286,13 @@ def _sample_cells(
     return out
 
 
+def _numbers(value: Any, name: str, owner: str) -> np.ndarray:
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise bad_param(name, owner, "an array of numbers", value) from None
+
+
 def sample_histogram(
     probability: Any,
     x_breaks: Any,
@@ -331,9 +338,9 @@ def sample_histogram(
         raise bad_param("size", owner, "an int >= 0 (or set sampling_control(sample_size=...))",
                         size)
     n_points = parse_int(n_points, "size", owner, low=0)
-    prob = np.asarray(probability, dtype=np.float64)
-    xb = np.asarray(x_breaks, dtype=np.float64).ravel()
-    yb = np.asarray(y_breaks, dtype=np.float64).ravel()
+    prob = _numbers(probability, "probability", owner)
+    xb = _numbers(x_breaks, "x_breaks", owner).ravel()
+    yb = _numbers(y_breaks, "y_breaks", owner).ravel()
     if prob.ndim != 2 or prob.shape != (yb.size - 1, xb.size - 1):
         raise bad_param("probability", owner, "a 2-D array of shape (len(y_breaks) - 1, "
                         "len(x_breaks) - 1)", f"shape {prob.shape}")

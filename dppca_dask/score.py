@@ -47,7 +47,7 @@ __all__ = ["FRAME_SHARE", "dp_score", "parse_axes"]
 FRAME_SHARE = 0.35
 """Share of the score ε spent on the private frame; the histogram gets the rest and all of δ."""
 
-_AXES_RULE = "a pair (a, b) of distinct positive ints"
+_AXES_RULE = "a pair (a, b) of two different positive ints"
 
 
 def parse_axes(axes: Any, owner: str, limit: int | None = None) -> tuple[int, int]:
@@ -60,12 +60,13 @@ def parse_axes(axes: Any, owner: str, limit: int | None = None) -> tuple[int, in
     for v in items:
         if (isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer | float)
                 or not float(v).is_integer() or v < 1):
-            raise bad_param("axes", owner, _AXES_RULE + " (positive integers)", axes)
+            raise bad_param("axes", owner, "a pair of positive ints (1-based component numbers)",
+                            axes)
         out.append(int(v))
     if out[0] == out[1]:
-        raise bad_param("axes", owner, _AXES_RULE + " (two different components)", axes)
+        raise bad_param("axes", owner, "a pair of two different components", axes)
     if limit is not None and max(out) > limit:
-        raise bad_param("axes", owner, f"{_AXES_RULE} not exceeding the number of directions "
+        raise bad_param("axes", owner, f"a pair of ints not exceeding the number of directions "
                         f"({limit})", axes)
     return out[0], out[1]
 

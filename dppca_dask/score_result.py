@@ -166,6 +166,8 @@ class ScoreResult(Result):
         g = 0
         if self.groups is not None:
             g = self.groups.index(parse_choice(group, "group", "ScoreResult.table", self.groups))
+        elif group is not None:
+            raise bad_param("group", "ScoreResult.table", "None for an ungrouped fit", group)
         xb, yb = self.x_breaks, self.y_breaks
         mx, my = xb.size - 1, yb.size - 1
         jx, jy = np.tile(np.arange(mx), my), np.repeat(np.arange(my), mx)
@@ -212,9 +214,10 @@ class ScoreResult(Result):
             targets = available
         elif isinstance(targets, str):
             targets = (targets,)
-        for t in targets:
-            if not isinstance(t, str) or t not in available:
-                raise bad_param("targets", owner, f"a sequence of str among {available}", targets)
+        rule = f"a str or a sequence of str among {available}"
+        if not isinstance(targets, Sequence) or any(
+                not isinstance(t, str) or t not in available for t in targets):
+            raise bad_param("targets", owner, rule, targets)
         gen = as_rng(rng, owner=owner).generator
         total = control.sample_size if control.sample_size is not None else self.metadata["n"]
         out: dict[str, dict[str, pd.DataFrame]] = {}

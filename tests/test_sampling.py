@@ -164,6 +164,9 @@ def test_sample_histogram__validation():
         sample_histogram(np.ones((1, 1)), [0, 1], [0, 1], rng=0)
     with pytest.raises(ParameterError, match="'size' parameter"):
         sample_histogram(np.ones((1, 1)), [0, 1], [0, 1], size=-1, rng=0)
+    with pytest.raises(ParameterError, match="'x_breaks' parameter of sample_histogram must be "
+                       "an array of numbers"):
+        sample_histogram(np.ones((1, 1)), ["a", "b"], [0, 1], size=1, rng=0)
 
 
 def test_sample_histogram__accepts_the_r_rng():
@@ -221,6 +224,8 @@ def test_score_sample__validation(grouped_fit):
                    privacy=privacy_control(eps=4, delta=1e-5), V_dp=np.eye(2), rng=0)
     with pytest.raises(ParameterError, match="'targets' parameter of ScoreResult.sample"):
         fit.sample(targets=["nonprivate"], rng=0)
+    with pytest.raises(ParameterError, match="'targets' parameter"):
+        fit.sample(targets=3, rng=0)
     with pytest.raises(ParameterError, match="'group_weights' parameter of ScoreResult.sample"):
         grouped_fit.sample(group_weights="equal", rng=0)
     with pytest.raises(ParameterError, match="'sampling' parameter of ScoreResult.sample"):

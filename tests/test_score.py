@@ -466,8 +466,8 @@ def test_score_result__without_reference_has_no_observed_values(data):
     [
         ({"axes": (1,)}, ParameterError, "'axes' parameter of dp_score must be a pair"),
         ({"axes": "12"}, ParameterError, "'axes' parameter"),
-        ({"axes": (0, 2)}, ParameterError, r"positive integers"),
-        ({"axes": (1.5, 2)}, ParameterError, r"positive integers"),
+        ({"axes": (0, 2)}, ParameterError, r"pair of positive ints \(1-based"),
+        ({"axes": (1.5, 2)}, ParameterError, r"pair of positive ints"),
         ({"axes": (2, 2)}, ParameterError, r"two different components"),
         ({"axes": (1, 5)}, ParameterError, r"not exceeding the number of directions \(4\)"),
         ({"bins": (0, 3)}, ParameterError, "'bins' parameter of dp_score must be a pair"),
@@ -522,3 +522,30 @@ def test_dp_score__lazy_nonfinite_input_fails_inside_the_pass():
 
 def test_dp_score__frame_type():
     assert Frame("durfee", (1.0, 2.0), (1.0, 0.5)).ylim == (1.4, 2.6)
+
+
+# --- laziness ----------------------------------------------------------------------------------
+
+
+class CountingScheduler:
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, dsk, keys, **kwargs):
+        import dask
+
+        self.calls += 1
+        return dask.get(dsk, keys, **kwargs)
+
+
+@pytest.mark.parametrize(("supplied", "expected"), [(False, 4), (True, 3)])
+def test_dp_score__documented_number_of_computes(data, supplied, expected):
+    """Kendall pass (unless V_dp), frame centre counts, frame radius counts, cell counts."""
+    import dask
+
+    counter = CountingScheduler()
+    arr = da.from_array(data, chunks=(100, 4))
+    with dask.config.set(scheduler=counter):
+        dp_score(arr, privacy=PC, V_dp=np.eye(4) if supplied else None, non_private=True,
+                 group=np.repeat(["a", "b"], 300), rng=0)
+    assert counter.calls == expected
