@@ -299,11 +299,14 @@ def plot_score(
             rows.append(start + [("sample", (t, method)) for t in targets])
 
     ncol = max(len(r) for r in rows)
-    size = ctl.panel_size
-    legend = colors is not None and ctl.show_group_legend
-    fig = figure(size * ncol + (1.3 if legend else 0.0), size * len(rows))
-    grid = fig.add_gridspec(len(rows), ncol)
     xlim, ylim = fit.frame.xlim, fit.frame.ylim
+    # Size panels to the frame's 1:1 shape (within 1:3 and 3:1), plus room for titles and labels.
+    ratio = min(max((ylim[1] - ylim[0]) / (xlim[1] - xlim[0]), 1 / 3), 3.0)
+    width, height = (ctl.panel_size, ctl.panel_size * ratio) if ratio <= 1 else \
+        (ctl.panel_size / ratio, ctl.panel_size)
+    legend = colors is not None and ctl.show_group_legend
+    fig = figure((width + 0.7) * ncol + (1.3 if legend else 0.0), (height + 0.9) * len(rows))
+    grid = fig.add_gridspec(len(rows), ncol)
     xlab = ctl.xlab if ctl.xlab is not None else fit.labels[0]
     ylab = ctl.ylab if ctl.ylab is not None else fit.labels[1]
     xb, yb = fit.x_breaks, fit.y_breaks
