@@ -108,6 +108,8 @@ class LoadingConfig(_Model):
     non_private: bool = False
     calibration: Literal["classical", "analytic"] = "classical"
     block_rows: PositiveInt | None = None
+    pairs: Literal["all", "blocks"] = "all"
+    pair_block: int = Field(default=4096, ge=2)
 
 
 class ScoreSamplingConfig(_Model):

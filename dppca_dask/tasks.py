@@ -66,7 +66,8 @@ def spent_allocations(plan: BudgetPlan) -> PrivacyBudget:
 
 def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> list[str]:
     spend = budget.spend("loading")
-    sensitivity = kendall_sensitivity(src.n)
+    opts = cfg.loading
+    sensitivity = kendall_sensitivity(src.n, pairs=opts.pairs, pair_block=opts.pair_block)
     sigma = symmetric_noise_sigma(sensitivity, spend, cfg.loading.calibration)
     return [
         f"  loading: eps = {format_r_scalar(spend.eps)} ; delta = {format_r_scalar(spend.delta)}"
@@ -76,9 +77,13 @@ def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> list[
 
 
 def _loading_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
-    layout = kendall_layout(src.n, src.p, block_rows=cfg.loading.block_rows)
+    opts = cfg.loading
+    layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows, pairs=opts.pairs,
+                            pair_block=opts.pair_block)
+    mode = ("all pairs" if opts.pairs == "all" else
+            f"pairs within {layout.n_blocks} groups of <= {opts.pair_block} consecutive rows")
     return [
-        "Work (Kendall pass):",
+        f"Work (Kendall pass, {mode}):",
         f"  {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles of row blocks "
         f"({layout.n_blocks} blocks of <= {max(layout.block_sizes)} rows)",
         f"  {len(layout.units):,} work units, {layout.n_tasks:,} tasks, "
@@ -95,6 +100,7 @@ def _loading_fit(
     return _fit_loading(
         source, budget, calibration=opts.calibration, cpp_option=opts.cpp_option,
         non_private=opts.non_private, rng_state=state, block_rows=opts.block_rows,
+        pairs=opts.pairs, pair_block=opts.pair_block,
     )
 
 

@@ -114,6 +114,8 @@ def test_cli_plan__touches_no_data_values(tmp_path, dataset):
         ({"privacy": {"eps": 1}}, "'privacy'.*'delta' is missing"),
         ({"loading": {"calibration": "tight"}}, "'loading.calibration'"),
         ({"loading": {"cpp_options": True}}, "'loading.cpp_options' is not a known setting"),
+        ({"loading": {"pairs": "some"}}, "'loading.pairs'"),
+        ({"loading": {"pair_block": 1}}, "'loading.pair_block'"),
         ({"cluster": {"kind": "local", "n_workers": 0}}, "'cluster.local.n_workers'"),
         ({"cluster": {"kind": "moon"}}, "'cluster'"),
         ({"output": {"formats": ["csv"]}}, "'output.directory' is required"),
@@ -186,3 +188,19 @@ def test_cli_demo__runs_on_the_embedded_cluster(tmp_path):
     fit = load_result(runs[0] / "loading.zarr")
     assert fit.directions.shape == (20, 20)
     assert fit.metadata["rng"]["seeded"] is False
+
+
+def test_cli_plan_and_run__pairs_blocks_from_config(tmp_path, dataset):
+    data, x = dataset
+    cfg = _config(tmp_path, data, loading={"pairs": "blocks", "pair_block": 64})
+    result = CliRunner().invoke(main, ["plan", str(cfg)])
+    assert result.exit_code == 0, result.output
+    assert "pairs within 5 groups of <= 64 consecutive rows" in result.output
+    assert "sensitivity 0.01333" in result.output  # groups of 60: 2*59/(5*1770) = 4/300
+    result = CliRunner().invoke(main, ["run", str(cfg), "-q"])
+    assert result.exit_code == 0, result.output
+    fit = load_result(tmp_path / "out" / "loading.zarr")
+    assert fit.metadata["pairs"] == "blocks" and fit.ledger[0].sensitivity == 4 / 300
+    _, expected = ordered_eigh(spherical_kendall(x, pairs="blocks", pair_block=64).values)
+    signs = np.sign(np.einsum("ij,ij->j", fit.directions.values, expected))
+    np.testing.assert_allclose(fit.directions.values * signs, expected, atol=1e-9)
