@@ -18,6 +18,7 @@ import contextlib
 import importlib
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
@@ -119,6 +120,13 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
     else:
         kind = config.kind
         cluster_cls = _load_backend(kind)
+        submit = getattr(getattr(cluster_cls, "job_cls", None), "submit_command", None)
+        if isinstance(config, SlurmClusterConfig) and not shutil.which((submit or "sbatch")
+                                                                        .split()[0]):
+            raise ClusterError(
+                "The 'slurm' cluster kind submits worker jobs with sbatch, which is not on the "
+                "PATH here: run the driver on a SLURM login or batch node."
+            )
         try:
             if isinstance(config, SlurmClusterConfig):
                 cluster = stack.enter_context(cluster_cls(**config.backend_kwargs()))

@@ -43,7 +43,7 @@ from dppca_dask.data import as_data
 from dppca_dask.kernels.graph import compute, kendall_sum
 from dppca_dask.runner import execute
 
-N_ROWS, BLOCK_ROWS = 16_000, 400  # 40 row blocks -> 40 Kendall work units of ~0.1 s each
+N_ROWS, BLOCK_ROWS = 12_000, 400  # 30 row blocks, 12 Kendall work units
 DASK = [sys.executable, "-m", "dask"]  # the `dask` CLI of this interpreter
 WAIT = 60.0  # upper bound of every wait below, in seconds
 
@@ -100,12 +100,9 @@ class DaskProcesses:
 
     def start(self, n_workers: int = 2) -> DaskProcesses:
         port = self.address.rsplit(":", 1)[1]
-        sfile = self.directory / "scheduler.json"
         self.scheduler = self._start(
-            ["scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard",
-             "--scheduler-file", str(sfile)], "scheduler.log")
-        _wait_until(lambda: sfile.exists() or self.scheduler.poll() is not None, "the scheduler")
-        assert self.scheduler.poll() is None, self.log("scheduler.log")
+            ["scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard"],
+            "scheduler.log")
         for i in range(n_workers):
             self._start(
                 [
@@ -126,15 +123,26 @@ class DaskProcesses:
 
 
 @contextlib.contextmanager
-def dask_processes(directory: Path, n_workers: int = 2) -> Iterator[tuple[DaskProcesses, object]]:
-    """Start the processes and a monitoring client; always stop both."""
+def dask_processes(
+    directory: Path, n_workers: int = 2, meanwhile: Callable[[], None] | None = None
+) -> Iterator[tuple[DaskProcesses, object]]:
+    """Start the processes and a monitoring client; always stop both.
+
+    ``meanwhile`` runs while the processes boot.
+    """
     from distributed import Client
 
     directory.mkdir(parents=True, exist_ok=True)
     procs = DaskProcesses(directory)
     try:
         procs.start(n_workers)
-        with Client(procs.address, timeout=WAIT) as monitor:
+        if meanwhile is not None:
+            meanwhile()
+        try:
+            monitor = Client(procs.address, timeout=WAIT)
+        except OSError as exc:
+            raise AssertionError(f"{exc}\n{procs.log('scheduler.log')}") from None
+        with monitor:
             monitor.wait_for_workers(n_workers, timeout=WAIT)
             yield procs, monitor
     finally:
@@ -207,9 +215,14 @@ def shared(tmp_path_factory) -> Iterator[dict]:
     data = base / "data.zarr"
     x = _write_data(data)
     ref_cfg = _config(base, data, "local", {"kind": "local", "n_workers": 2})
-    reference = execute(RunConfig.from_dict(yaml.safe_load(ref_cfg.read_text())), progress=False)
-    with dask_processes(base / "dask") as (procs, monitor):
-        yield {"base": base, "data": data, "x": x, "reference": reference.result,
+    reference = {}
+
+    def run_reference() -> None:  # while the scheduler and workers boot
+        cfg = RunConfig.from_dict(yaml.safe_load(ref_cfg.read_text()))
+        reference["result"] = execute(cfg, progress=False).result
+
+    with dask_processes(base / "dask", meanwhile=run_reference) as (procs, monitor):
+        yield {"base": base, "data": data, "x": x, "reference": reference["result"],
                "procs": procs, "monitor": monitor}
 
 
@@ -263,7 +276,7 @@ def test_run__worker_killed_mid_pass_is_replaced_and_release_unchanged(shared):
 @pytest.mark.slow
 def test_run__scheduler_killed_mid_pass_fails_cleanly_and_writes_nothing(tmp_path, shared):
     cfg = None
-    with dask_processes(tmp_path / "dask") as (procs, monitor):
+    with dask_processes(tmp_path / "dask", n_workers=1) as (procs, monitor):
         cfg = _config(tmp_path, shared["data"], "lost",
                       {"kind": "address", "address": procs.address, "timeout": 10})
         proc = _run_cli(cfg)  # with the progress bar, as a user would run it
@@ -503,7 +516,7 @@ def test_kubernetes_cluster_spec__operator_layout():
 
 def test_slurm_backend_kwargs__accepted_by_dask_jobqueue():
     jobqueue = pytest.importorskip("dask_jobqueue")
-    cfg = SlurmClusterConfig(**{k: v for k, v in SLURM.items() if k != "n_jobs"}, kind="slurm")
+    cfg = SlurmClusterConfig(**SLURM)
     with jobqueue.SLURMCluster(**cfg.backend_kwargs()) as cluster:  # no job is submitted
         script = cluster.job_script()
     assert "#SBATCH -p normal" in script and "#SBATCH --exclusive" in script
@@ -537,3 +550,80 @@ def test_cluster_config__bad_values_name_the_key(tmp_path, cluster, key):
 def test_describe_cluster__local_default():
     assert describe_cluster(LocalClusterConfig()).startswith(
         "embedded LocalCluster: auto worker(s) x 1 thread(s)")
+
+
+# ---------------------------------------------------------------- back-ends, faked
+
+
+def _fake_module(monkeypatch, name: str, **attrs) -> None:
+    import types
+
+    module = types.ModuleType(name)
+    module.__dict__.update(attrs)
+    for part in (name.split(".")[0], name):
+        monkeypatch.setitem(sys.modules, part, module)
+
+
+def test_connect__slurm_path_with_a_stand_in_backend(monkeypatch):
+    from distributed import LocalCluster
+
+    calls: dict = {}
+
+    class SLURMCluster(LocalCluster):  # a local stand-in: "jobs" are in-process workers
+        job_cls = type("Job", (), {"submit_command": sys.executable})
+
+        def __init__(self, **kwargs):
+            calls["kwargs"] = kwargs
+            super().__init__(n_workers=0, processes=False, dashboard_address=":0")
+
+        def scale(self, n=None, jobs=0, **kw):
+            calls.setdefault("jobs", []).append(jobs)
+            return super().scale(jobs)
+
+        def adapt(self, minimum_jobs=0, maximum_jobs=0, **kw):
+            calls["adapt"] = (minimum_jobs, maximum_jobs)
+            return super().scale(max(minimum_jobs, 1))
+
+    _fake_module(monkeypatch, "dask_jobqueue", SLURMCluster=SLURMCluster)
+    cfg = SlurmClusterConfig(**SLURM, timeout=30)
+    with connect(cfg, progress=False):
+        assert compute(delayed(sum)([1, 2])) == (3,)
+    assert calls["kwargs"] == cfg.backend_kwargs() and calls["jobs"][0] == 4
+    adaptive = SlurmClusterConfig(kind="slurm", adaptive={"minimum": 1, "maximum": 3})
+    with connect(adaptive, progress=False):
+        assert compute(delayed(sum)([2, 2])) == (4,)
+    assert calls["adapt"] == (1, 3)
+    SLURMCluster.job_cls.submit_command = "no-such-sbatch --parsable"
+    with pytest.raises(ClusterError, match="sbatch, which is not on the PATH"), \
+            connect(cfg, progress=False):
+        pass
+
+
+def test_connect__kubernetes_path_with_a_stand_in_backend(monkeypatch):
+    from distributed import LocalCluster
+
+    calls: dict = {}
+
+    class KubeCluster(LocalCluster):  # a local stand-in for the operator's cluster
+        def __init__(self, *, custom_cluster_spec, namespace, shutdown_on_close,
+                     resource_timeout, quiet):
+            calls.update(spec=custom_cluster_spec, namespace=namespace, timeout=resource_timeout)
+            n = custom_cluster_spec["spec"]["worker"]["replicas"]
+            super().__init__(n_workers=n, processes=False, dashboard_address=":0")
+
+    _fake_module(monkeypatch, "dask_kubernetes.operator", KubeCluster=KubeCluster)
+    cfg = KubernetesClusterConfig(**KUBE, namespace="stats", timeout=30)
+    with connect(cfg, progress=False) as client:
+        assert len(client.scheduler_info()["workers"]) == 3
+        assert compute(delayed(sum)([1, 2])) == (3,)
+    assert calls == {"spec": cfg.cluster_spec(), "namespace": "stats", "timeout": 30}
+
+    class Broken:
+        def __init__(self, **kwargs):
+            raise RuntimeError("no kube config found")
+
+    _fake_module(monkeypatch, "dask_kubernetes.operator", KubeCluster=Broken)
+    with pytest.raises(ClusterError, match="Could not start the kubernetes cluster: "
+                                           "RuntimeError: no kube config found"), \
+            connect(cfg, progress=False):
+        pass

@@ -1,0 +1,314 @@
+"""The deploy/ files: container image, docker compose, Kubernetes manifests, SLURM.
+
+No Docker engine, Kubernetes cluster or SLURM controller is available in CI, so these tests check
+what can be checked without them: every file parses, the keys the tools require are there, the
+names the files use for each other (services, volumes, claims, config maps, the scheduler
+Service) match, and every run config shipped in deploy/ is a valid config for the right cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dppca_dask.cluster_config import KubernetesClusterConfig
+from dppca_dask.config import RunConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+IMAGE = "dppca-dask:0.1.0"
+
+
+def _run_config(text: str) -> RunConfig:
+    return RunConfig.from_dict(yaml.safe_load(text))
+
+
+# ---------------------------------------------------------------- container image
+
+
+def _instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined, comments dropped."""
+    logical, current = [], ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not current and (not line or line.startswith("#")):
+            continue
+        if line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        logical.append(current + line)
+        current = ""
+    assert not current, "dangling line continuation"
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in logical]
+
+
+def test_dockerfile__installs_the_package_and_runs_the_cli():
+    steps = _instructions(DEPLOY / "Dockerfile")
+    known = {"FROM", "RUN", "COPY", "ADD", "ENV", "ARG", "WORKDIR", "USER", "EXPOSE",
+             "ENTRYPOINT", "CMD", "LABEL", "HEALTHCHECK", "VOLUME", "SHELL", "STOPSIGNAL"}
+    assert {name for name, _ in steps} <= known
+    assert steps[0][0] == "FROM" and re.match(r"python:3\.1[1-9]", steps[0][1])
+    assert any(name == "RUN" and 'pip install ".${EXTRAS}"' in args for name, args in steps)
+    copies = [args.split() for name, args in steps if name == "COPY"]
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    for *sources, _ in copies:  # sources are relative to the build context (the repo root)
+        for source in sources:
+            assert (ROOT / source).exists(), source
+            assert f"!{source.rstrip('/')}" in {line.rstrip("/") for line in ignore}, source
+    entry = json.loads(dict(steps)["ENTRYPOINT"])
+    assert entry[-1] == "dppca-entrypoint" and "tini" in entry[0]
+    assert dict(steps)["USER"] != "root"
+    assert json.loads(dict(steps)["CMD"]) == ["--help"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [(["versions"], "dppca_dask: "), (["python", "-c", "print(6 * 7)"], "42"),
+     (["dask", "--version"], "dask")],
+)
+def test_entrypoint__subcommands_and_full_commands(args, expected):
+    script = DEPLOY / "entrypoint.sh"
+    assert subprocess.run(["sh", "-n", str(script)], check=False).returncode == 0
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    if shutil.which("dppca-dask", path=env["PATH"]) is None:
+        pytest.skip("the dppca-dask console script is not installed")
+    out = subprocess.run(["sh", str(script), *args], capture_output=True, text=True, env=env,
+                         timeout=60, check=True)
+    assert expected in out.stdout + out.stderr
+
+
+# ---------------------------------------------------------------- docker compose
+
+COMPOSE_TOP = {"version", "name", "services", "networks", "volumes", "configs", "secrets",
+               "include"}
+COMPOSE_SERVICE = {"image", "build", "command", "entrypoint", "ports", "volumes", "depends_on",
+                   "healthcheck", "restart", "init", "environment", "deploy", "profiles",
+                   "working_dir", "user", "networks"}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+
+
+def test_compose__schema_keys_and_services(compose):
+    assert {k for k in compose if not k.startswith("x-")} <= COMPOSE_TOP
+    services = compose["services"]
+    assert set(services) == {"scheduler", "worker-1", "worker-2", "data", "runner"}
+    for name, service in services.items():
+        assert set(service) <= COMPOSE_SERVICE, name
+        assert service["image"] == IMAGE, name
+        for dep, cond in service.get("depends_on", {}).items():
+            assert dep in services, (name, dep)
+            assert cond["condition"] in {"service_started", "service_healthy",
+                                         "service_completed_successfully"}
+    builds = [s["build"] for s in services.values() if "build" in s]
+    assert len(builds) == 1
+    context = (DEPLOY / builds[0]["context"]).resolve()
+    assert context == ROOT and (context / builds[0]["dockerfile"]).is_file()
+    scheduler = services["scheduler"]
+    assert scheduler["command"][:2] == ["dask", "scheduler"] and "8786:8786" in scheduler["ports"]
+    assert "healthcheck" in scheduler
+    for worker in ("worker-1", "worker-2"):
+        command = services[worker]["command"]
+        assert command[:3] == ["dask", "worker", "tcp://scheduler:8786"]
+        assert services[worker]["depends_on"]["scheduler"]["condition"] == "service_healthy"
+
+
+def _mounts(service: dict) -> dict[str, str]:
+    """container path -> source (named volume or path relative to deploy/)."""
+    return {m.split(":")[1]: m.split(":")[0] for m in service.get("volumes", [])}
+
+
+def test_compose__runner_config_and_volumes(compose):
+    services = compose["services"]
+    named = set(compose["volumes"])
+    for service in services.values():
+        for target, source in _mounts(service).items():
+            if source.startswith("."):
+                assert (DEPLOY / source).exists(), source
+            else:
+                assert source in named, (target, source)
+    runner = _mounts(services["runner"])
+    config_file = DEPLOY / runner["/config/run.yaml"]
+    cfg = _run_config(config_file.read_text())
+    assert services["runner"]["command"] == ["run", "/config/run.yaml"]
+    assert cfg.cluster.kind == "address" and cfg.cluster.address == "tcp://scheduler:8786"
+    # The workers read the input themselves: the same volume at the same path everywhere.
+    data_dir = str(Path(cfg.input.path).parent)
+    for name in ("worker-1", "worker-2", "runner", "data"):
+        assert _mounts(services[name])[data_dir] == "data", name
+    assert cfg.output.directory.startswith("/output/") and runner["/output"] == "output"
+    data_cmd = services["data"]["command"]
+    assert data_cmd[:2] == ["python", "-c"] and cfg.input.path in data_cmd[2]
+
+
+# ---------------------------------------------------------------- Kubernetes
+
+
+def _k8s_documents() -> dict[tuple[str, str], dict]:
+    docs = {}
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        if path.name == "kubecluster.yaml":  # a run config, not a manifest
+            continue
+        for doc in yaml.safe_load_all(path.read_text()):
+            assert {"apiVersion", "kind", "metadata"} <= set(doc), path.name
+            docs[(doc["kind"], doc["metadata"]["name"])] = doc
+    return docs
+
+
+def _pod_volumes(pod_spec: dict) -> dict[str, dict]:
+    names = {v["name"]: v for v in pod_spec.get("volumes", [])}
+    for container in pod_spec["containers"]:
+        assert {"name", "image"} <= set(container)
+        for mount in container.get("volumeMounts", []):
+            assert mount["name"] in names, mount
+    return names
+
+
+def test_kubernetes__manifests_parse_with_required_keys():
+    docs = _k8s_documents()
+    kinds = sorted(kind for kind, _ in docs)
+    assert kinds == ["ConfigMap", "DaskCluster", "Job", "Job", "PersistentVolumeClaim",
+                     "PersistentVolumeClaim"]
+    claims = {name for kind, name in docs if kind == "PersistentVolumeClaim"}
+    maps = {name for kind, name in docs if kind == "ConfigMap"}
+    for (kind, name), doc in docs.items():
+        if kind == "PersistentVolumeClaim":
+            assert doc["apiVersion"] == "v1" and doc["spec"]["accessModes"]
+            assert doc["spec"]["resources"]["requests"]["storage"]
+        if kind == "Job":
+            assert doc["apiVersion"] == "batch/v1"
+            pod = doc["spec"]["template"]["spec"]
+            assert pod["restartPolicy"] in {"Never", "OnFailure"}, name
+            for volume in _pod_volumes(pod).values():
+                if "persistentVolumeClaim" in volume:
+                    assert volume["persistentVolumeClaim"]["claimName"] in claims
+                if "configMap" in volume:
+                    assert volume["configMap"]["name"] in maps
+
+
+def test_kubernetes__daskcluster_matches_the_operator_layout():
+    docs = _k8s_documents()
+    ((_, name),) = [key for key in docs if key[0] == "DaskCluster"]
+    manifest = docs[("DaskCluster", name)]
+    assert manifest["apiVersion"] == "kubernetes.dask.org/v1"
+    spec = manifest["spec"]
+    assert {"worker", "scheduler"} <= set(spec)
+    worker_pod, scheduler_pod = spec["worker"]["spec"], spec["scheduler"]["spec"]
+    _pod_volumes(worker_pod)
+    # Same shape as the resource `cluster.kind: kubernetes` asks the operator for.
+    generated = KubernetesClusterConfig(kind="kubernetes", name=name, image=IMAGE,
+                                        n_workers=spec["worker"]["replicas"]).cluster_spec()
+    gen = generated["spec"]
+    assert spec["worker"]["replicas"] == gen["worker"]["replicas"] == 2
+    for role, pod in (("worker", worker_pod), ("scheduler", scheduler_pod)):
+        (container,) = pod["containers"]
+        (expected,) = gen[role]["spec"]["containers"]
+        assert container["name"] == expected["name"] == role
+        assert container["image"] == IMAGE
+        assert container["args"] == expected["args"]
+        assert container["ports"] == expected["ports"]
+    service = spec["scheduler"]["service"]
+    assert service == gen["scheduler"]["service"]
+    assert service["selector"]["dask.org/cluster-name"] == name
+
+
+def test_kubernetes__runner_job_reaches_the_scheduler_service():
+    docs = _k8s_documents()
+    ((_, cluster),) = [key for key in docs if key[0] == "DaskCluster"]
+    configmap = docs[("ConfigMap", "dppca-run-config")]
+    cfg = _run_config(configmap["data"]["run.yaml"])
+    assert cfg.cluster.kind == "address"
+    assert cfg.cluster.address == f"tcp://{cluster}-scheduler:8786"  # the operator's Service
+    job = docs[("Job", "dppca-run")]["spec"]["template"]["spec"]
+    (runner,) = job["containers"]
+    assert runner["args"] == ["run", "/config/run.yaml"]
+    mounts = {m["mountPath"]: m["name"] for m in runner["volumeMounts"]}
+    assert _pod_volumes(job)[mounts["/config"]]["configMap"]["name"] == "dppca-run-config"
+    # The input is read by the workers: the same claim is mounted at the same path in both.
+    data_dir = str(Path(cfg.input.path).parent)
+    worker = docs[("DaskCluster", cluster)]["spec"]["worker"]["spec"]
+    worker_mounts = {m["mountPath"]: m["name"] for m in worker["containers"][0]["volumeMounts"]}
+    claim = _pod_volumes(job)[mounts[data_dir]]["persistentVolumeClaim"]["claimName"]
+    assert _pod_volumes(worker)[worker_mounts[data_dir]]["persistentVolumeClaim"][
+        "claimName"] == claim
+    assert cfg.output.directory.startswith("/output/") and "/output" in mounts
+    demo = docs[("Job", "dppca-demo-data")]["spec"]["template"]["spec"]["containers"][0]
+    assert cfg.input.path in demo["args"][-1]
+
+
+def test_kubernetes__kubecluster_run_config():
+    cfg = _run_config((DEPLOY / "kubernetes" / "kubecluster.yaml").read_text())
+    assert cfg.cluster.kind == "kubernetes" and cfg.cluster.n_workers == 4
+    assert cfg.cluster.cluster_spec()["metadata"]["name"] == "dppca"
+
+
+# ---------------------------------------------------------------- SLURM
+
+JOBQUEUE_SLURM_KEYS = {
+    "name", "cores", "memory", "processes", "python", "interface", "death-timeout",
+    "local-directory", "shared-temp-directory", "extra", "worker-command", "worker-extra-args",
+    "shebang", "queue", "account", "walltime", "env-extra", "job-script-prologue", "job-cpu",
+    "job-mem", "job-extra", "job-extra-directives", "job-directives-skip", "log-directory",
+    "scheduler-options",
+}
+
+
+def test_slurm__batch_script_is_valid_bash():
+    script = DEPLOY / "slurm" / "dppca.sbatch"
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    lines = script.read_text().splitlines()
+    assert lines[0] == "#!/bin/bash"
+    first_command = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
+    directives = [line for line in lines if line.startswith("#SBATCH")]
+    assert directives and all(lines.index(d) < first_command for d in directives)
+    text = script.read_text()
+    assert "deploy/slurm/run.yaml" in text and "deploy/slurm/jobqueue.yaml" in text
+    assert "dppca-dask run" in text
+
+
+def test_slurm__jobqueue_config_and_run_config():
+    jobqueue = yaml.safe_load((DEPLOY / "slurm" / "jobqueue.yaml").read_text())
+    assert set(jobqueue) == {"jobqueue"} and set(jobqueue["jobqueue"]) == {"slurm"}
+    assert set(jobqueue["jobqueue"]["slurm"]) <= JOBQUEUE_SLURM_KEYS
+    cfg = _run_config((DEPLOY / "slurm" / "run.yaml").read_text())
+    assert cfg.cluster.kind == "slurm" and cfg.cluster.n_jobs == 4
+
+
+def test_slurm__job_script_renders_with_dask_jobqueue():
+    jobqueue = pytest.importorskip("dask_jobqueue")
+    import dask
+
+    site = yaml.safe_load((DEPLOY / "slurm" / "jobqueue.yaml").read_text())["jobqueue"]["slurm"]
+    # merged into dask-jobqueue's defaults key by key, as DASK_CONFIG=jobqueue.yaml would be
+    settings = {f"jobqueue.slurm.{key}": value for key, value in site.items()}
+    cfg = _run_config((DEPLOY / "slurm" / "run.yaml").read_text())
+    with dask.config.set(settings), jobqueue.SLURMCluster(**cfg.cluster.backend_kwargs()) as c:
+        script = c.job_script()
+    assert "#SBATCH --cpus-per-task=8" in script and "#SBATCH -t 02:00:00" in script
+    assert 'source "$HOME/venvs/dppca/bin/activate"' in script
+
+
+# ---------------------------------------------------------------- README
+
+
+def test_deploy_readme__covers_every_file():
+    readme = (DEPLOY / "README.md").read_text()
+    for section in ("Container image", "Docker compose", "Kubernetes", "SLURM"):
+        assert re.search(rf"^## {section}", readme, re.MULTILINE), section
+    for path in DEPLOY.rglob("*"):
+        if path.is_file() and path.name != "README.md":
+            assert str(path.relative_to(DEPLOY)) in readme, path
