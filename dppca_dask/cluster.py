@@ -159,9 +159,18 @@ def _client_compute(client: Any, progress: bool, retries: int, where: str,
     from distributed import progress as show_progress
     from distributed.comm.core import CommClosedError
 
+    def gone() -> ClusterError:
+        lost()
+        return ClusterError(_LOST.format(where=where) + ".")
+
     def run(*objs: Any) -> tuple[Any, ...]:
+        if client.status != "running":  # lost before this computation (e.g. between stages)
+            raise gone()
         try:
             futures = client.compute(list(objs), retries=retries)
+        except OSError:  # submitting the graph failed: no task ran, so it is the connection
+            raise gone() from None
+        try:
             if progress:
                 show_progress(futures)
                 sys.stdout.write("\n")
@@ -175,8 +184,7 @@ def _client_compute(client: Any, progress: bool, retries: int, where: str,
         except (CommClosedError, CancelledError) as exc:
             if client.status == "running" and not _connection_lost(exc):
                 raise
-            lost()
-            raise ClusterError(_LOST.format(where=where) + ".") from None
+            raise gone() from None
 
     return run
 

@@ -318,6 +318,23 @@ def test_connect__scheduler_without_workers_times_out():
             pass
 
 
+def test_connect__scheduler_lost_between_computations():
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=":0")
+    cfg = AddressClusterConfig(kind="address", address=cluster.scheduler_address, timeout=2)
+    try:
+        with connect(cfg, progress=False):
+            assert compute(delayed(sum)([1, 2])) == (3,)
+            cluster.close()
+            start = time.monotonic()
+            with pytest.raises(ClusterError, match="^Lost the connection to the Dask scheduler"):
+                compute(delayed(sum)([1, 2]))
+            assert time.monotonic() - start < 10
+    finally:
+        cluster.close()
+
+
 def test_connect__input_not_visible_on_workers(tmp_path):
     from distributed import LocalCluster
 
