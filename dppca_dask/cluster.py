@@ -89,6 +89,17 @@ def _wait_for_workers(client: Any, timeout: int, where: str) -> None:
         ) from None
 
 
+def _check_submit_command(cluster_cls: Any) -> None:
+    """Fail at once, not after ``timeout``, when the batch system's submit command is missing."""
+    job = getattr(cluster_cls, "job_cls", None)
+    command = (getattr(job, "submit_command", None) or "sbatch").split()[0]
+    if shutil.which(command) is None:
+        raise ClusterError(
+            f"The 'slurm' cluster kind submits worker jobs with {command}, which is not on the "
+            "PATH here: run the driver on a SLURM login or batch node."
+        )
+
+
 def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
     """Start or reach the cluster; returns (client, a description of where it is)."""
     from distributed import Client, LocalCluster
@@ -120,13 +131,8 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
     else:
         kind = config.kind
         cluster_cls = _load_backend(kind)
-        submit = getattr(getattr(cluster_cls, "job_cls", None), "submit_command", None)
-        if isinstance(config, SlurmClusterConfig) and not shutil.which((submit or "sbatch")
-                                                                        .split()[0]):
-            raise ClusterError(
-                "The 'slurm' cluster kind submits worker jobs with sbatch, which is not on the "
-                "PATH here: run the driver on a SLURM login or batch node."
-            )
+        if isinstance(config, SlurmClusterConfig):
+            _check_submit_command(cluster_cls)
         try:
             if isinstance(config, SlurmClusterConfig):
                 cluster = stack.enter_context(cluster_cls(**config.backend_kwargs()))

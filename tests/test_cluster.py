@@ -611,7 +611,7 @@ def test_connect__slurm_path_with_a_stand_in_backend(monkeypatch):
         assert compute(delayed(sum)([2, 2])) == (4,)
     assert calls["adapt"] == (1, 3)
     SLURMCluster.job_cls.submit_command = "no-such-sbatch --parsable"
-    with pytest.raises(ClusterError, match="sbatch, which is not on the PATH"), \
+    with pytest.raises(ClusterError, match="no-such-sbatch, which is not on the PATH"), \
             connect(cfg, progress=False):
         pass
 
