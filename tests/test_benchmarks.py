@@ -1,0 +1,31 @@
+"""Smoke test of benchmarks/kendall.py --quick: every section runs; no timing assertions."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "kendall.py"
+
+
+@pytest.mark.slow
+def test_benchmark_kendall__quick_mode_runs_every_section(capsys):
+    spec = importlib.util.spec_from_file_location("bench_kendall", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_kendall"] = bench
+    try:
+        spec.loader.exec_module(bench)
+        cloudpickle.register_pickle_by_value(bench)  # workers cannot import it by name
+        rows = bench.main(["--quick"])
+    finally:
+        del sys.modules["bench_kendall"]
+    sections = {row[0] for row in rows}
+    assert sections == {"dgemm", "kernel", "dask", "ooc", "blocks", "total"}
+    ooc = [row for row in rows if row[0] == "ooc"]
+    assert ooc[0][3].endswith("identical: True")  # out-of-core output = in-memory output
+    out = capsys.readouterr().out
+    assert "fused/unfused p=50" in out and "pair_block=512" in out
