@@ -43,11 +43,14 @@ def row_block_sum(
     *args: Any,
     split_every: int = DEFAULT_SPLIT_EVERY,
     name: str = "row-block-sum",
+    with_start: bool = False,
 ) -> Delayed:
     """Lazy elementwise sum over row blocks of ``fn(block, *args)``.
 
     ``fn`` returns an array or a (nested) tuple of arrays of fixed shapes. ``args`` must be small
-    public values (grids, directions, clip levels); they are embedded in the graph.
+    public values (grids, directions, clip levels); they are embedded in the graph. With
+    ``with_start=True`` it is called as ``fn(block, start, *args)``, ``start`` being the block's
+    first global row index (for statistics that depend on a row's position).
 
     Examples
     --------
@@ -56,5 +59,11 @@ def row_block_sum(
     >>> dask.compute(row_block_sum(x, lambda b: b.sum(axis=0)))[0].tolist()
     [45.0]
     """
-    parts = [delayed(fn, pure=True)(block, *args) for block in row_blocks(x)]
+    blocks = row_blocks(x)
+    if with_start:
+        starts = np.concatenate([[0], np.cumsum(x.chunks[0])[:-1]]).astype(int).tolist()
+        parts = [delayed(fn, pure=True)(block, start, *args)
+                 for block, start in zip(blocks, starts, strict=True)]
+    else:
+        parts = [delayed(fn, pure=True)(block, *args) for block in blocks]
     return _tree(parts, split_every, _sum_parts, name)
