@@ -28,6 +28,7 @@ from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.accounting import SpendRecord, ledger_from_dicts, ledger_to_dicts, ledger_totals
 from dppca_dask.budget import BudgetPlan
 from dppca_dask.errors import InputError, OutputExistsError
+from dppca_dask.zcdp import ZCDPPlan
 
 __all__ = [
     "LoadingResult",
@@ -136,6 +137,9 @@ def load_result(path: str | os.PathLike[str]) -> Result:
     kind = ds.attrs.get("dppca_kind")
     if kind not in _RESULT_TYPES or "dppca_metadata" not in ds.attrs:
         raise InputError(f"{str(target)!r} is not a dppca_dask result (no 'dppca_kind' attribute).")
+    opener = getattr(_RESULT_TYPES[kind], "_open", None)
+    if opener is not None:  # a result stored as several groups (dp_pca)
+        return opener(target)
     ds = _plain_strings(ds)
     return _RESULT_TYPES[kind](_freeze(ds))
 
@@ -200,6 +204,21 @@ class LoadingResult(Result):
         """Summarise the fit without recomputing anything or spending budget."""
         return LoadingSummary(self.directions, self.nonprivate, self.metadata)
 
+    def plot(
+        self,
+        type: Any = ("vector", "point", "heatmap"),
+        heatmap_components: Any = (1, 2, 3),
+        variables: Any = "all",
+        *,
+        axes: Any = (1, 2),
+    ) -> Any:
+        """Vector, point and heatmap panels (SPEC §9.3); see
+        :func:`dppca_dask.plots.loading.plot_loading`."""
+        from dppca_dask.plots.loading import plot_loading
+
+        return plot_loading(self, type=type, heatmap_components=heatmap_components,
+                            variables=variables, axes=axes)
+
     def __repr__(self) -> str:
         meta = self.metadata
         stored = "stored" if self.nonprivate is not None else "not stored"
@@ -254,7 +273,7 @@ def base_metadata(
     kind: str,
     n: int,
     p: int,
-    plan: BudgetPlan,
+    plan: BudgetPlan | ZCDPPlan,
     ledger: Sequence[SpendRecord],
     calibration: str,
     seeded: bool,

@@ -8,7 +8,9 @@ Order of a run, each step refusing bad input before the next costs anything:
 4. the input's metadata is read (shape, names; never values);
 5. the cluster is opened, the data passes run, noise is drawn once on the driver;
 6. every output is written into a temporary directory that is renamed into place at the end,
-   so a failed run leaves nothing at the final path.
+   so a failed run leaves nothing at the final path; the last one is ``report.html``
+   (:mod:`dppca_dask.report`: the figures the task wrote, the ledger, the config and the work of
+   each data pass, recorded by :func:`~dppca_dask.passlog.record_passes`).
 
 What each task does is looked up in :data:`dppca_dask.tasks.TASKS`.
 """
@@ -30,6 +32,7 @@ from dppca_dask.config import RunConfig, dump_config
 from dppca_dask.data import SourceInfo, as_data, describe_source
 from dppca_dask.errors import OutputExistsError
 from dppca_dask.ledger import BudgetLedger, dataset_key
+from dppca_dask.passlog import PassRecord, record_passes
 from dppca_dask.results import Result, write_atomically
 from dppca_dask.rng import as_rng
 from dppca_dask.tasks import TASKS, TaskSpec, mib
@@ -76,12 +79,13 @@ class RunPlan:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """A finished run: the result, the files written and timings (seconds)."""
+    """A finished run: the result, the files written, timings (seconds) and the data passes."""
 
     result: Result
     directory: str
     files: tuple[str, ...]
     timings: dict[str, float] = field(default_factory=dict)
+    passes: tuple[PassRecord, ...] = ()
 
 
 def _source_kwargs(config: RunConfig) -> dict[str, object]:
@@ -117,7 +121,8 @@ def _check_output(config: RunConfig, overwrite: bool) -> Path:
 
 
 def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str,
-                   extra: Callable[[Path], None] | None = None) -> None:
+                   extra: Callable[[Path], None] | None = None,
+                   report: Callable[[Path], None] | None = None) -> None:
     os.makedirs(tmp)
     base = Path(tmp)
     name = config.task
@@ -129,6 +134,20 @@ def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str,
     (base / "summary.txt").write_text(summary + "\n")
     if extra is not None:  # task-specific outputs (TaskSpec.write_outputs)
         extra(base)
+    if report is not None:  # last, so that it embeds the figures written above
+        report(base)
+
+
+def _report(config: RunConfig, plan: RunPlan, result: Result, passes: tuple[PassRecord, ...],
+            timings: dict[str, float], state: Any) -> Callable[[Path], None]:
+    def write(base: Path) -> None:
+        from dppca_dask.report import figure_files, write_report
+
+        files = figure_files(base)
+        write_report(base / "report.html", result, figures=files or None, config=config,
+                     source=plan.source, passes=passes, timings=timings, rng=state.generator)
+
+    return write
 
 
 @contextmanager
@@ -174,16 +193,19 @@ def execute(
             timings["cluster_start"] = time.perf_counter() - start
             source = as_data(config.input.path, **_source_kwargs(config))
             begin = time.perf_counter()
-            result = spec.fit(config, source, plan.budget, state)
+            with record_passes() as log:
+                result = spec.fit(config, source, plan.budget, state)
             timings["fit"] = time.perf_counter() - begin
         entry["records"] = [r.as_dict() for r in result.ledger]
     summary = f"{result!r}\n\n{result.summary()!r}"  # type: ignore[attr-defined]
     write_extra = spec.write_outputs
     extra = None if write_extra is None else (
         lambda base: write_extra(config, result, base, state))
+    passes = tuple(log)
+    report = _report(config, plan, result, passes, timings, state)
     write_atomically(
-        directory, lambda tmp: _write_outputs(tmp, config, result, summary, extra),
+        directory, lambda tmp: _write_outputs(tmp, config, result, summary, extra, report),
         overwrite=overwrite,
     )
     files = tuple(sorted(str(directory / f) for f in os.listdir(directory)))
-    return RunOutcome(result, str(directory), files, timings)
+    return RunOutcome(result, str(directory), files, timings, passes)

@@ -52,7 +52,7 @@ def test_cli_run__writes_outputs_that_load_back(tmp_path, dataset):
     assert result.exit_code == 0, result.output
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == [
-        "config.yaml", "loading.nc", "loading.zarr", "summary.txt"
+        "config.yaml", "loading.nc", "loading.png", "loading.zarr", "report.html", "summary.txt"
     ]
     from_zarr = load_result(out / "loading.zarr")
     from_nc = load_result(out / "loading.nc")

@@ -46,8 +46,8 @@ def test_score_task__run_writes_dataset_samples_and_pngs(tmp_path, demo):
     assert result.exit_code == 0, result.output
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == [
-        "config.yaml", "samples.csv", "score.png", "score.zarr", "score_histogram.png",
-        "score_sample.png", "summary.txt"]
+        "config.yaml", "report.html", "samples.csv", "score.png", "score.zarr",
+        "score_histogram.png", "score_sample.png", "summary.txt"]
     fit = load_result(out / "score.zarr")
     assert isinstance(fit, ScoreResult) and fit.groups == [f"group{i}" for i in range(1, 6)]
     samples = pd.read_csv(out / "samples.csv")

@@ -1,0 +1,344 @@
+"""Loading plots of a ``dp_loading`` fit (SPEC_dppca.md §9.3), drawn with matplotlib.
+
+Three panel types, drawn left to right in one figure:
+
+* ``"vector"`` -- the unit circle and one arrow per variable from the origin to
+  (V[j, a], V[j, b]), labelled with the variable name;
+* ``"point"`` -- one labelled point per variable at (V[j, a], V[j, b]);
+* ``"heatmap"`` -- variables × ``heatmap_components`` on a diverging palette over [−1, 1]
+  (0 = white), each cell printed to two decimals.
+
+When the fit stored its non-private reference (``non_private=True``) the vector and point panels
+add it dashed and grey, the heatmap gets a second panel, every reference element is labelled "not
+private" and the figure carries a note that it is not a private release. Directions are
+orthonormal columns (no eigenvalue scaling), so every entry lies in [−1, 1].
+
+matplotlib is imported inside the functions; figures are built without pyplot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dppca_dask._validation import bad_param
+
+__all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "plot_loading"]
+
+LOADING_PLOT_TYPES = ("vector", "point", "heatmap")
+_OWNER = "plot"
+_PRIVATE = "#6A5ACD"  # the score plots' slate blue
+_REFERENCE = "#7F7F7F"
+_NOTE = "Shows the non-private reference: this figure is not a private release."
+
+
+@dataclass(frozen=True)
+class LoadingPlot:
+    """A drawn loading plot (R: ``$loading``, ``$plot$all`` and one entry per type).
+
+    ``figure`` is the combined figure; ``axes`` maps each drawn type (and
+    ``"heatmap_nonprivate"``) to its panel; ``data`` holds what each panel drew, as DataFrames
+    indexed by variable (columns ``x``/``y`` and, with a stored reference, ``x_nonprivate``/
+    ``y_nonprivate``; heatmaps: one column per component).
+    """
+
+    loading: Any
+    figure: Any
+    axes: dict[str, Any]
+    data: dict[str, pd.DataFrame]
+
+    def save(self, path: str, *, dpi: int = 150) -> str:
+        """Write the figure (format from the extension, e.g. ``.png``)."""
+        self.figure.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+        return str(path)
+
+    def _repr_png_(self) -> bytes:  # pragma: no cover - notebooks
+        import io
+
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.1)
+        return buf.getvalue()
+
+
+def _parse_types(value: Any) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    rule = "'vector', 'point', 'heatmap', or a non-empty sequence of them"
+    if not isinstance(items, Sequence) or not items or any(
+            not isinstance(v, str) or v not in LOADING_PLOT_TYPES for v in items):
+        raise bad_param("type", _OWNER, rule, value)
+    return tuple(t for t in LOADING_PLOT_TYPES if t in items)
+
+
+def _positive_ints(value: Any, name: str, rule: str) -> list[int]:
+    items = [value] if np.ndim(value) == 0 else list(np.asarray(value, dtype=object).ravel())
+    if isinstance(value, str) or not items:
+        raise bad_param(name, _OWNER, rule, value)
+    out = []
+    for v in items:
+        if (isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer | float)
+                or not float(v).is_integer() or v < 1):
+            raise bad_param(name, _OWNER, rule, value)
+        out.append(int(v))
+    return out
+
+
+def _parse_variables(value: Any, names: list[str]) -> list[int]:
+    """Row indices (0-based) for ``variables``: "all", names, or 1-based positions."""
+    if isinstance(value, str) and value == "all":
+        return list(range(len(names)))
+    rule = (f"'all', or a non-empty sequence of variable names or 1-based positions (at most "
+            f"{len(names)})")
+    items = [value] if isinstance(value, str) or np.ndim(value) == 0 else list(value)
+    if not items:
+        raise bad_param("variables", _OWNER, rule, value)
+    if all(isinstance(v, str) for v in items):
+        missing = [v for v in items if v not in names]
+        if missing:
+            raise bad_param("variables", _OWNER, f"names of the fit's variables (unknown: "
+                            f"{missing[:3]})", value)
+        rows = [names.index(v) for v in items]
+    else:
+        rows = [i - 1 for i in _positive_ints(items, "variables", rule)]
+        if max(rows) >= len(names):
+            raise bad_param("variables", _OWNER, rule, value)
+    return list(dict.fromkeys(rows))
+
+
+def _frame_xy(v: np.ndarray, ref: np.ndarray | None, rows: list[int], cols: tuple[int, int],
+              names: list[str]) -> pd.DataFrame:
+    data = {"x": v[rows, cols[0]], "y": v[rows, cols[1]]}
+    if ref is not None:
+        data |= {"x_nonprivate": ref[rows, cols[0]], "y_nonprivate": ref[rows, cols[1]]}
+    return pd.DataFrame(data, index=pd.Index([names[r] for r in rows], name="variable"))
+
+
+def _style_unit(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
+    from matplotlib.ticker import FixedLocator
+
+    lim = 1.3
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_aspect("equal", adjustable="box")
+    ticks = [-1.0, -0.5, 0.0, 0.5, 1.0]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.axhline(0.0, color="#BFBFBF", linewidth=0.5, zorder=0)
+    ax.axvline(0.0, color="#BFBFBF", linewidth=0.5, zorder=0)
+    for spine in ax.spines.values():
+        spine.set_color("black")
+        spine.set_linewidth(0.5)
+    ax.tick_params(labelsize=9.6, colors="#4D4D4D", length=2.75, width=0.5)
+    ax.set_xlabel(xlabel, fontsize=12)
+    ax.set_ylabel(ylabel, fontsize=12)
+    ax.set_title(title, fontsize=14, fontweight="bold")
+
+
+def _label(ax: Any, x: float, y: float, text: str, color: str) -> Any:
+    """A variable label just beyond the tip of (x, y), on the side it points to."""
+    r = float(np.hypot(x, y))
+    ux, uy = (x / r, y / r) if r > 1e-12 else (1.0, 0.0)
+    return ax.text(x + 0.06 * ux, y + 0.06 * uy, text, fontsize=9, color=color,
+                   ha="left" if ux >= 0 else "right", va="bottom" if uy >= 0 else "top",
+                   clip_on=False)
+
+
+def _label_all(ax: Any, df: pd.DataFrame, tol: float = 0.09) -> None:
+    """Label every tip; tips closer than ``tol`` share one label ("V1, V2, V3, ...")."""
+    groups: list[tuple[float, float, list[str]]] = []
+    for name, row in df.iterrows():
+        x, y = float(row["x"]), float(row["y"])
+        for gx, gy, names in groups:
+            if np.hypot(gx - x, gy - y) < tol:
+                names.append(str(name))
+                break
+        else:
+            groups.append((x, y, [str(name)]))
+    for x, y, names in groups:
+        lines = [", ".join(names[i:i + 4]) for i in range(0, len(names), 4)]
+        _label(ax, x, y, ",\n".join(lines), "black")
+
+
+def _legend(ax: Any, marker: str | None) -> None:
+    from matplotlib.lines import Line2D
+
+    style = {"marker": marker, "markersize": 6} if marker else {}
+    handles = [
+        Line2D([], [], color=_PRIVATE, linestyle="-", label="Private", **style),
+        Line2D([], [], color=_REFERENCE, linestyle="--", label="Non-private (not private)",
+               markerfacecolor="none", **style),
+    ]
+    ax.legend(handles=handles, loc="lower left", fontsize=8, frameon=False)
+
+
+def _draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool) -> None:
+    from matplotlib.patches import Circle, FancyArrowPatch
+
+    ax.add_patch(Circle((0.0, 0.0), 1.0, fill=False, edgecolor="#4D4D4D", linewidth=0.6))
+    for _, row in df.iterrows():
+        if stored:
+            ax.add_patch(FancyArrowPatch(
+                (0.0, 0.0), (row["x_nonprivate"], row["y_nonprivate"]), arrowstyle="-|>",
+                mutation_scale=9, color=_REFERENCE, linestyle="--", linewidth=0.9,
+                label="nonprivate"))
+        ax.add_patch(FancyArrowPatch((0.0, 0.0), (row["x"], row["y"]), arrowstyle="-|>",
+                                     mutation_scale=10, color=_PRIVATE, linewidth=1.2,
+                                     label="private"))
+    _label_all(ax, df)
+    _style_unit(ax, "Loading Vectors", *labels)
+    if stored:
+        _legend(ax, None)
+
+
+def _draw_points(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool) -> None:
+    from matplotlib.patches import Circle
+
+    ax.add_patch(Circle((0.0, 0.0), 1.0, fill=False, edgecolor="#BFBFBF", linewidth=0.5,
+                        linestyle=":"))
+    if stored:
+        for _, row in df.iterrows():
+            ax.plot([row["x"], row["x_nonprivate"]], [row["y"], row["y_nonprivate"]],
+                    linestyle="--", color=_REFERENCE, linewidth=0.7)
+        ax.scatter(df["x_nonprivate"], df["y_nonprivate"], s=30, facecolors="none",
+                   edgecolors=_REFERENCE, linewidths=1.0, label="Non-private (not private)")
+    ax.scatter(df["x"], df["y"], s=30, c=_PRIVATE, linewidths=0, label="Private", zorder=3)
+    _label_all(ax, df)
+    _style_unit(ax, "Loading Points", *labels)
+    if stored:
+        _legend(ax, "o")
+
+
+def _draw_heatmap(ax: Any, df: pd.DataFrame, title: str, *, show_values: bool) -> Any:
+    values = df.to_numpy(dtype=np.float64)
+    image = ax.imshow(values, cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto",
+                      interpolation="nearest")
+    ax.set_xticks(range(df.shape[1]), [str(c) for c in df.columns], fontsize=10)
+    ax.set_yticks(range(df.shape[0]), [str(v) for v in df.index], fontsize=9)
+    ax.tick_params(length=0)
+    if show_values:
+        for i in range(values.shape[0]):
+            for j in range(values.shape[1]):
+                v = values[i, j]
+                ax.text(j, i, f"{v:.2f}".replace("-0.00", "0.00"), ha="center", va="center", fontsize=8.5,
+                        color="white" if abs(v) > 0.6 else "black")
+    for spine in ax.spines.values():
+        spine.set_color("black")
+        spine.set_linewidth(0.5)
+    ax.set_title(title, fontsize=14, fontweight="bold")
+    return image
+
+
+def plot_loading(
+    fit: Any,
+    *,
+    type: str | Sequence[str] = LOADING_PLOT_TYPES,
+    heatmap_components: int | Sequence[int] = (1, 2, 3),
+    variables: str | Sequence[str] | Sequence[int] = "all",
+    axes: Sequence[int] = (1, 2),
+    panel_size: float = 4.6,
+) -> LoadingPlot:
+    """Draw the loading panels of a :class:`~dppca_dask.LoadingResult` (post-processing).
+
+    Parameters
+    ----------
+    fit
+        A ``dp_loading`` result (or anything with ``directions``/``nonprivate`` like it).
+    type
+        ``"vector"``, ``"point"``, ``"heatmap"`` or several (always drawn in that order).
+    heatmap_components
+        1-based components for the heatmap; those beyond p are dropped (default PCs 1–3).
+    variables
+        ``"all"``, or variable names, or 1-based variable positions (rows to draw).
+    axes
+        The two 1-based components of the vector and point panels.
+    panel_size
+        Side of the vector and point panels in inches.
+
+    Returns
+    -------
+    LoadingPlot
+        ``.figure`` (all panels), ``.axes`` and ``.data`` per type, ``.loading`` (the fit).
+
+    Examples
+    --------
+    >>> from dppca_dask import dp_loading, privacy_control
+    >>> X = np.random.default_rng(0).normal(size=(60, 4))
+    >>> out = dp_loading(X, privacy=privacy_control(eps=1, delta=1e-3), rng=1).plot()
+    >>> sorted(out.axes), out.data["heatmap"].shape
+    (['colorbar', 'heatmap', 'point', 'vector'], (4, 3))
+    """
+    from dppca_dask.plots._style import figure
+    from dppca_dask.score import parse_axes
+
+    types = _parse_types(type)
+    v = np.asarray(fit.directions.values, dtype=np.float64)
+    ref_da = fit.nonprivate
+    ref = None if ref_da is None else np.asarray(ref_da.values, dtype=np.float64)
+    stored = ref is not None
+    names = [str(x) for x in fit.directions["variable"].values]
+    comps = [str(c) for c in fit.directions["component"].values]
+    rows = _parse_variables(variables, names)
+    data: dict[str, pd.DataFrame] = {}
+    scatter = [t for t in types if t in ("vector", "point")]
+    if scatter:
+        if len(comps) < 2:
+            raise bad_param("type", _OWNER, "'heatmap' only for a fit with one component", type)
+        a, b = parse_axes(axes, _OWNER, len(comps))
+        cols = (a - 1, b - 1)
+        labels = (comps[cols[0]], comps[cols[1]])
+        for t in scatter:
+            data[t] = _frame_xy(v, ref, rows, cols, names)
+    if "heatmap" in types:
+        rule = "a positive int or a sequence of positive ints (1-based components)"
+        wanted = [c - 1 for c in _positive_ints(heatmap_components, "heatmap_components", rule)]
+        keep = [c for c in dict.fromkeys(wanted) if c < len(comps)]
+        if not keep:
+            raise bad_param("heatmap_components", _OWNER, f"components among 1..{len(comps)}",
+                            heatmap_components)
+        index = pd.Index([names[r] for r in rows], name="variable")
+        data["heatmap"] = pd.DataFrame(v[np.ix_(rows, keep)], index=index,
+                                       columns=[comps[c] for c in keep])
+        if stored:
+            data["heatmap_nonprivate"] = pd.DataFrame(ref[np.ix_(rows, keep)], index=index,
+                                                      columns=[comps[c] for c in keep])
+
+    heatmaps = [k for k in ("heatmap", "heatmap_nonprivate") if k in data]
+    n_rows = len(rows)
+    heat_height = max(panel_size, 0.26 * n_rows + 1.4)
+    heat_width = 1.6 + 0.62 * (data["heatmap"].shape[1] if heatmaps else 0)
+    widths = [panel_size + 0.4] * len(scatter) + [heat_width] * len(heatmaps)
+    has_bar = bool(heatmaps)
+    if has_bar:
+        widths.append(0.35)
+    height = max(panel_size + 0.9, heat_height if heatmaps else 0.0) + (0.35 if stored else 0)
+    fig = figure(sum(widths), height)
+    grid = fig.add_gridspec(1, len(widths), width_ratios=widths)
+    out_axes: dict[str, Any] = {}
+    col = 0
+    for t in scatter:
+        ax = fig.add_subplot(grid[0, col])
+        col += 1
+        draw = _draw_vectors if t == "vector" else _draw_points
+        draw(ax, data[t], labels, stored)
+        out_axes[t] = ax
+    image = None
+    show_values = n_rows * (data["heatmap"].shape[1] if heatmaps else 0) <= 600
+    for key in heatmaps:
+        ax = fig.add_subplot(grid[0, col])
+        col += 1
+        title = "Loading Heatmap" if key == "heatmap" else "Non-private Heatmap\n(not private)"
+        image = _draw_heatmap(ax, data[key], title, show_values=show_values)
+        out_axes[key] = ax
+    if image is not None:
+        cax = fig.add_subplot(grid[0, col])
+        bar = fig.colorbar(image, cax=cax)
+        bar.set_label("Loading", fontsize=10)
+        bar.set_ticks([-1.0, -0.5, 0.0, 0.5, 1.0])
+        bar.ax.tick_params(labelsize=9)
+        out_axes["colorbar"] = cax
+    if stored:
+        fig.supxlabel(_NOTE, fontsize=9, color="dimgray")
+    return LoadingPlot(fit, fig, out_axes, data)
