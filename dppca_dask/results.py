@@ -28,7 +28,6 @@ from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.accounting import SpendRecord, ledger_from_dicts, ledger_to_dicts, ledger_totals
 from dppca_dask.budget import BudgetPlan
 from dppca_dask.errors import InputError, OutputExistsError
-from dppca_dask.zcdp import ZCDPPlan
 
 __all__ = [
     "LoadingResult",
@@ -137,9 +136,6 @@ def load_result(path: str | os.PathLike[str]) -> Result:
     kind = ds.attrs.get("dppca_kind")
     if kind not in _RESULT_TYPES or "dppca_metadata" not in ds.attrs:
         raise InputError(f"{str(target)!r} is not a dppca_dask result (no 'dppca_kind' attribute).")
-    opener = getattr(_RESULT_TYPES[kind], "_open", None)
-    if opener is not None:  # a result stored as several groups (dp_pca)
-        return opener(target)
     ds = _plain_strings(ds)
     return _RESULT_TYPES[kind](_freeze(ds))
 
@@ -273,7 +269,7 @@ def base_metadata(
     kind: str,
     n: int,
     p: int,
-    plan: BudgetPlan | ZCDPPlan,
+    plan: BudgetPlan,
     ledger: Sequence[SpendRecord],
     calibration: str,
     seeded: bool,
