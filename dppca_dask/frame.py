@@ -28,7 +28,6 @@ import numpy as np
 from dppca_dask.accounting import SpendRecord
 from dppca_dask.budget import PrivacyBudget
 from dppca_dask.errors import BudgetError
-from dppca_dask.kernels.graph import compute
 from dppca_dask.kernels.passes import row_block_sum
 from dppca_dask.kernels.scores import center_counts, project, radius_counts
 from dppca_dask.mechanisms import smooth_laplace
@@ -39,6 +38,7 @@ from dppca_dask.quantiles import (
     upper_from_counts,
     upper_grid,
 )
+from dppca_dask.steps import Steps, run_steps
 
 __all__ = [
     "FRAME_METHODS",
@@ -46,6 +46,7 @@ __all__ = [
     "RADIUS_QUANTILE",
     "Frame",
     "durfee_frame",
+    "durfee_frame_steps",
     "score_array",
     "smooth_frame",
     "smooth_sensitivity",
@@ -103,10 +104,26 @@ def durfee_frame(
 
     ``eps`` is the whole frame allocation; each of the four searches gets ``eps/4``.
     """
+    return run_steps(durfee_frame_steps(x, directions, n=n, eps=eps, rng=rng, labels=labels,
+                                        beta=beta, max_steps=max_steps))
+
+
+def durfee_frame_steps(
+    x: da.Array,
+    directions: np.ndarray,
+    *,
+    n: int,
+    eps: float,
+    rng: Any,
+    labels: tuple[str, str] = ("PC1", "PC2"),
+    beta: float = DEFAULT_BETA,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Steps:
+    """:func:`durfee_frame` as steps (:mod:`dppca_dask.steps`): yields its two count passes."""
     each = eps / 4.0
     grid = upper_grid(beta, max_steps)
-    (pos, neg), = compute(row_block_sum(x, center_counts, directions, grid, beta,
-                                        name="score-center-counts"))
+    (pos, neg), = yield (row_block_sum(x, center_counts, directions, grid, beta,
+                                       name="score-center-counts"),)
     records: list[SpendRecord] = []
     centers = []
     for a in range(2):
@@ -117,8 +134,8 @@ def durfee_frame(
         centers.append(rel.value)
         records.extend(rel.records)
     center = np.array(centers)
-    (dist,) = compute(row_block_sum(x, radius_counts, directions, center, grid,
-                                    name="score-radius-counts"))
+    (dist,) = yield (row_block_sum(x, radius_counts, directions, center, grid,
+                                   name="score-radius-counts"),)
     radii = []
     for a in range(2):
         rel = upper_from_counts(

@@ -28,7 +28,14 @@ from dppca_dask.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.data import DataSource, as_data
 from dppca_dask.errors import InputError
-from dppca_dask.frame import FRAME_METHODS, INFLATE, Frame, durfee_frame, score_array, smooth_frame
+from dppca_dask.frame import (
+    FRAME_METHODS,
+    INFLATE,
+    Frame,
+    durfee_frame_steps,
+    score_array,
+    smooth_frame,
+)
 from dppca_dask.histograms import (
     bin_count_pass,
     frame_breaks,
@@ -36,11 +43,11 @@ from dppca_dask.histograms import (
     parse_methods,
     release_histograms,
 )
-from dppca_dask.kernels.graph import compute
 from dppca_dask.loading import LoadingResult, _fit_loading
 from dppca_dask.results import _freeze, _labels, base_metadata
 from dppca_dask.rng import RngState, as_rng
 from dppca_dask.score_result import ScoreResult
+from dppca_dask.steps import Steps, run_steps
 
 __all__ = ["FRAME_SHARE", "dp_score", "parse_axes"]
 
@@ -237,7 +244,33 @@ def _fit_score(
     directions = _parse_directions(V_dp, source, owner) if V_dp is not None else None
     axes = parse_axes(axes, owner, source.p if directions is None else directions.shape[1])
     m_bins = parse_bins(bins, source.n, owner)
+    v, records = _directions(source, plan, directions, calibration=calibration,
+                             cpp_option=cpp_option, state=state, block_rows=block_rows)
+    return run_steps(_score_steps(
+        source, plan, v, records, axes=axes, m_bins=m_bins, methods=methods, frame=frame,
+        non_private=non_private, calibration=calibration, rng_state=state,
+        extra={"cpp_option": cpp_option, "v_dp_supplied": V_dp is not None}))
 
+
+def _score_steps(
+    source: DataSource,
+    plan: BudgetPlan,
+    v: np.ndarray,
+    records: Sequence[SpendRecord],
+    *,
+    axes: tuple[int, int],
+    m_bins: tuple[int, int],
+    methods: tuple[str, ...],
+    frame: str,
+    non_private: bool,
+    calibration: str,
+    rng_state: RngState,
+    extra: dict[str, Any],
+) -> Steps:
+    """The score stage after the directions, as steps (:mod:`dppca_dask.steps`): the frame's
+    passes, then the cell counts; returns the :class:`ScoreResult` (``records``: the directions'
+    ledger entries)."""
+    state = rng_state
     levels, codes, sizes = None, None, np.array([source.n])
     if source.groups is not None:
         codes, uniques = pd.factorize(source.groups, sort=False)
@@ -248,18 +281,16 @@ def _fit_score(
     frame_delta = FRAME_SHARE * score_budget.delta if frame == "smooth" else 0.0
     hist_budget = PrivacyBudget((1 - FRAME_SHARE) * score_budget.eps,
                                 score_budget.delta - frame_delta)
-    v, records = _directions(source, plan, directions, calibration=calibration,
-                             cpp_option=cpp_option, state=state, block_rows=block_rows)
     v2 = np.ascontiguousarray(v[:, [axes[0] - 1, axes[1] - 1]])
     labels = (f"PC{axes[0]}", f"PC{axes[1]}")
 
     observed = None
     if frame == "durfee":
-        fr, frame_records = durfee_frame(source.array, v2, n=source.n,
-                                         eps=FRAME_SHARE * score_budget.eps,
-                                         rng=state.generator, labels=labels)
+        fr, frame_records = yield from durfee_frame_steps(
+            source.array, v2, n=source.n, eps=FRAME_SHARE * score_budget.eps,
+            rng=state.generator, labels=labels)
     else:
-        (observed,) = compute(score_array(source.array, v2))
+        (observed,) = yield (score_array(source.array, v2),)
         fr, frame_records = smooth_frame(
             observed, budget=PrivacyBudget(FRAME_SHARE * score_budget.eps, frame_delta),
             rng=state.generator, labels=labels)
@@ -268,7 +299,7 @@ def _fit_score(
                            0 if levels is None else len(levels))]
     if non_private and observed is None:
         lazy.append(score_array(source.array, v2))
-    computed = compute(*lazy)
+    computed = yield tuple(lazy)
     counts = np.asarray(computed[0])
     if non_private and observed is None:
         observed = np.asarray(computed[1])
@@ -282,7 +313,7 @@ def _fit_score(
         hist=hist, counts=counts, sizes=sizes, levels=levels, codes=codes, directions=v2,
         labels=labels, axes=axes, bins=m_bins, observed=observed if non_private else None,
         calibration=calibration, seeded=state.seeded,
-        extra={"cpp_option": cpp_option, "v_dp_supplied": V_dp is not None,
+        extra={**extra,
                "score_split": {"frame_eps": FRAME_SHARE * score_budget.eps,
                                "frame_delta": frame_delta, "hist_eps": hist_budget.eps,
                                "hist_delta": hist_budget.delta}},
