@@ -5,13 +5,15 @@ Public API
 Budgets
     :func:`privacy_control`
 Estimators
-    :func:`dp_loading`, :func:`dp_score`
+    :func:`dp_loading`, :func:`dp_scree` (with :func:`clipped_control`, :func:`pmwm_control`,
+    :func:`huber_control`), :func:`dp_score`
 Synthetic samples and plots (post-processing)
-    :func:`sampling_control`, :func:`sample_histogram`, :func:`score_plot_control`
+    :func:`sampling_control`, :func:`sample_histogram`, :func:`score_plot_control`,
+    :func:`scree_plot_control`
 Exact (non-private) statistics
     :func:`spherical_kendall`
 Results
-    :func:`load_result`, :class:`LoadingResult`, :class:`ScoreResult`
+    :func:`load_result`, :class:`LoadingResult`, :class:`ScreeResult`, :class:`ScoreResult`
 Errors
     :class:`DPPCAError` and its subclasses
 """
@@ -33,10 +35,14 @@ from dppca_dask.errors import (
 )
 from dppca_dask.loading import dp_loading, spherical_kendall
 from dppca_dask.plots.score import score_plot_control
+from dppca_dask.plots.scree import scree_plot_control
 from dppca_dask.results import LoadingResult, LoadingSummary, load_result
 from dppca_dask.sampling import SamplingControl, sample_histogram, sampling_control
 from dppca_dask.score import dp_score
 from dppca_dask.score_result import ScoreResult, ScoreSummary
+from dppca_dask.scree import dp_scree
+from dppca_dask.scree_controls import clipped_control, huber_control, pmwm_control
+from dppca_dask.scree_result import ScreeResult, ScreeSummary
 
 __all__ = [
     # budgets
@@ -45,11 +51,16 @@ __all__ = [
     # estimators
     "dp_loading",
     "dp_score",
+    "dp_scree",
+    "clipped_control",
+    "huber_control",
+    "pmwm_control",
     # synthetic samples and plots
     "SamplingControl",
     "sample_histogram",
     "sampling_control",
     "score_plot_control",
+    "scree_plot_control",
     # exact statistics
     "spherical_kendall",
     # results
@@ -57,6 +68,8 @@ __all__ = [
     "LoadingSummary",
     "ScoreResult",
     "ScoreSummary",
+    "ScreeResult",
+    "ScreeSummary",
     "load_result",
     # errors
     "BudgetError",

@@ -1,0 +1,199 @@
+"""Scree and PVE plot of a ``dp_scree`` fit (SPEC_dppca.md §5.6), drawn with matplotlib.
+
+One panel against the component index 1..k (a tick at every integer): the non-private reference
+first -- only when the fit stored it, labelled as not private, and then the figure carries a note
+that it is not a private release -- then one line with points per method. Defaults follow the R
+package's ``scree_plot_control``: titles "DP PVE Plot"/"DP Scree Plot", colours black / red /
+forestgreen / blue, filled circle / triangle / square / diamond markers, a frameless legend at the
+top right; y-limits are the range of the finite values padded by 4% (PVE floored at 0).
+matplotlib is imported inside the functions; figures are built without pyplot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import numpy as np
+
+from dppca_dask._validation import bad_param, parse_real
+from dppca_dask.errors import ParameterError
+
+__all__ = ["SERIES", "ScreePlotControl", "plot_scree", "scree_plot_control", "scree_ylim"]
+
+SERIES = ("nonprivate", "clipped", "pmwm", "huber")
+_OWNER = "scree_plot_control"
+
+
+def _series(values: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(values)
+
+
+@dataclass(frozen=True)
+class ScreePlotControl:
+    """Plot options (R's ``scree_plot_control``); build it with :func:`scree_plot_control`."""
+
+    title: str | None = None
+    xlab: str = "Component"
+    ylab: str | None = None
+    labels: Mapping[str, str] = field(default_factory=lambda: _series(
+        {"nonprivate": "Non-private (not private)", "clipped": "Clipped", "pmwm": "PMWM",
+         "huber": "Huber"}))
+    colors: Mapping[str, str] = field(default_factory=lambda: _series(
+        {"nonprivate": "black", "clipped": "red", "pmwm": "forestgreen", "huber": "blue"}))
+    lty: Mapping[str, str] = field(default_factory=lambda: _series(
+        dict.fromkeys(SERIES, "-")))
+    pch: Mapping[str, str] = field(default_factory=lambda: _series(
+        {"nonprivate": "o", "clipped": "^", "pmwm": "s", "huber": "D"}))
+    lwd: float = 1.0
+    point_cex: float = 1.0
+    cex_main: float = 1.5
+    cex_lab: float = 1.2
+    cex_axis: float = 1.1
+    cex_legend: float = 1.1
+    width: float = 7.0
+    height: float = 5.0
+
+
+_KEYED = ("labels", "colors", "lty", "pch")
+_SIZES = ("lwd", "point_cex", "cex_main", "cex_lab", "cex_axis", "cex_legend", "width", "height")
+
+
+def scree_plot_control(**options: Any) -> ScreePlotControl:
+    """Validated plot options; series-keyed options override only the keys given.
+
+    Parameters
+    ----------
+    **options
+        ``title``, ``xlab``, ``ylab`` (strings); ``labels``, ``colors``, ``lty``, ``pch``
+        (dicts keyed by ``nonprivate``, ``clipped``, ``pmwm``, ``huber``); positive sizes
+        ``lwd``, ``point_cex``, ``cex_main``, ``cex_lab``, ``cex_axis``, ``cex_legend``,
+        ``width``, ``height`` (inches).
+
+    Examples
+    --------
+    >>> scree_plot_control(colors={"clipped": "orange"}).colors["clipped"]
+    'orange'
+    """
+    base = ScreePlotControl()
+    known = {f.name for f in fields(ScreePlotControl)}
+    updates: dict[str, Any] = {}
+    for name, value in options.items():
+        if name not in known:
+            raise ParameterError(f"{name!r} is not an option of {_OWNER} (its options are "
+                                 f"{', '.join(sorted(known))}).")
+        if name in ("title", "xlab", "ylab"):
+            if not (isinstance(value, str) or (value is None and name != "xlab")):
+                raise bad_param(name, _OWNER, "a single str", value)
+            updates[name] = value
+        elif name in _KEYED:
+            updates[name] = _keyed(name, value, getattr(base, name))
+        else:
+            updates[name] = parse_real(value, name, _OWNER, low=0.0)
+    return replace(base, **updates)
+
+
+def _keyed(name: str, value: Any, default: Mapping[str, str]) -> dict[str, str]:
+    rule = "a dict of str keyed by 'nonprivate', 'clipped', 'pmwm' and/or 'huber'"
+    if not isinstance(value, Mapping) or any(k not in SERIES for k in value):
+        raise bad_param(name, _OWNER, rule, value)
+    if any(not isinstance(v, str) for v in value.values()):
+        raise bad_param(name, _OWNER, rule, value)
+    if name == "colors":
+        from matplotlib.colors import is_color_like
+
+        bad = [v for v in value.values() if not is_color_like(v)]
+        if bad:
+            raise bad_param(name, _OWNER, "a dict of valid matplotlib colours", bad[0])
+    return {**default, **value}
+
+
+def scree_ylim(values: np.ndarray, *, pve: bool) -> tuple[float, float]:
+    """The range of the finite values padded by 4% of the span (SPEC §5.6).
+
+    A zero span pads by 0.05·|y| (0.5 if y = 0); PVE floors the lower limit at 0; no finite
+    value gives (0, 1).
+
+    Examples
+    --------
+    >>> scree_ylim(np.array([0.5, 0.3]), pve=True)
+    (0.292, 0.508)
+    >>> scree_ylim(np.array([2.0, 2.0]), pve=False)
+    (1.9, 2.1)
+    """
+    finite = np.asarray(values, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    lo, hi = float(finite.min()), float(finite.max())
+    span = hi - lo
+    pad = 0.04 * span if span > 0 else (0.05 * abs(lo) if lo != 0 else 0.5)
+    lo, hi = lo - pad, hi + pad
+    if pve:
+        lo = max(lo, 0.0)
+    return round(lo, 12), round(hi, 12)
+
+
+def plot_scree(fit: Any, *, type: str = "pve", control: Any = None, ax: Any = None) -> Any:
+    """Draw the scree (``type="scree"``) or PVE (``"pve"``, default) curves of ``fit``.
+
+    Parameters
+    ----------
+    fit
+        A :class:`~dppca_dask.scree_result.ScreeResult`.
+    type
+        ``"pve"`` or ``"scree"``.
+    control
+        A :class:`ScreePlotControl`, a dict of :func:`scree_plot_control` options, or ``None``.
+    ax
+        Draw into this matplotlib Axes instead of a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator
+
+    if type not in ("pve", "scree"):
+        raise bad_param("type", "plot", "a str among {'pve', 'scree'}", type)
+    if control is None:
+        ctl = ScreePlotControl()
+    elif isinstance(control, ScreePlotControl):
+        ctl = control
+    elif isinstance(control, Mapping):
+        ctl = scree_plot_control(**control)
+    else:
+        raise bad_param("control", "plot", "a ScreePlotControl or a dict of its options", control)
+    if ax is None:
+        fig = Figure(figsize=(ctl.width, ctl.height), layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    series: list[tuple[str, np.ndarray]] = []
+    reference = fit.nonprivate
+    if reference is not None:
+        series.append(("nonprivate", np.asarray(reference[type].values, dtype=np.float64)))
+    values = fit.pve if type == "pve" else fit.scree
+    for name in fit.methods:
+        series.append((name, np.asarray(values.sel({"method": name}).values, dtype=np.float64)))
+    idx = np.arange(1, fit.k + 1)
+    base = 10.0
+    for name, ys in series:
+        ax.plot(idx, ys, linestyle=ctl.lty[name], marker=ctl.pch[name], color=ctl.colors[name],
+                linewidth=ctl.lwd, markersize=6.0 * ctl.point_cex, label=ctl.labels[name])
+    ax.set_ylim(*scree_ylim(np.concatenate([ys for _, ys in series]), pve=type == "pve"))
+    ax.set_xlim(0.75, fit.k + 0.25)
+    ax.xaxis.set_major_locator(FixedLocator(idx.tolist()))
+    title = ctl.title or ("DP PVE Plot" if type == "pve" else "DP Scree Plot")
+    ylab = ctl.ylab or ("Proportion of Variance Explained" if type == "pve" else "Scree Value")
+    ax.set_title(title, fontsize=base * ctl.cex_main, fontweight="bold")
+    ax.set_xlabel(ctl.xlab, fontsize=base * ctl.cex_lab)
+    ax.set_ylabel(ylab, fontsize=base * ctl.cex_lab)
+    ax.tick_params(labelsize=base * ctl.cex_axis)
+    ax.legend(loc="upper right", frameon=False, fontsize=base * ctl.cex_legend)
+    if reference is not None:
+        fig.text(0.01, 0.005, "Shows the non-private reference: this figure is not a private "
+                 "release.", fontsize=base * 0.8, color="dimgray", ha="left", va="bottom")
+    return fig
