@@ -47,11 +47,12 @@ __all__ = [
     "PrivacyConfig",
     "RunConfig",
     "ScoreConfig",
+    "ScreeConfig",
     "SlurmClusterConfig",
     "load_config",
 ]
 
-TASKS = ("loading", "score")
+TASKS = ("loading", "scree", "score")
 
 
 class _Model(BaseModel):
@@ -110,6 +111,45 @@ class LoadingConfig(_Model):
     block_rows: PositiveInt | None = None
     pairs: Literal["all", "blocks"] = "all"
     pair_block: int = Field(default=4096, ge=2)
+
+
+class ScreeConfig(_Model):
+    """Options of :func:`~dppca_dask.dp_scree` and of its plots.
+
+    ``controls`` holds each method's control parameters keyed by method name (the arguments of
+    ``clipped_control``, ``pmwm_control``, ``huber_control``); they are checked by those
+    constructors. ``directions`` optionally names a saved dp_loading result to use as ``V_dp``
+    (its loading allocation is then recorded, not spent).
+    """
+
+    k: PositiveInt | None = None
+    method: list[Literal["clipped", "pmwm", "huber"]] = Field(
+        default_factory=lambda: ["clipped"], min_length=1)
+    controls: dict[Literal["clipped", "pmwm", "huber"], dict[str, Any]] = Field(
+        default_factory=dict)
+    center: Literal["private", "empirical"] | float | list[float] = "private"
+    mono: bool = True
+    cpp_option: bool = True
+    non_private: bool = False
+    calibration: Literal["classical", "analytic"] = "classical"
+    block_rows: PositiveInt | None = None
+    directions: str | None = None
+    plots: list[Literal["pve", "scree"]] = Field(default_factory=lambda: ["pve", "scree"])
+    plot_formats: list[Literal["png", "svg"]] = Field(default_factory=lambda: ["png", "svg"])
+    dpi: PositiveInt = 150
+
+    @model_validator(mode="after")
+    def _valid_controls(self) -> ScreeConfig:
+        """Check the given controls' values now; missing ones are reported by ``plan``/``run``."""
+        from dppca_dask.errors import ParameterError
+        from dppca_dask.scree_controls import check_partial_control
+
+        try:
+            for name, values in self.controls.items():
+                check_partial_control(name, values)
+        except ParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class ScoreSamplingConfig(_Model):
@@ -172,9 +212,10 @@ class RunConfig(_Model):
     """One run: input, task, privacy, task options, cluster, outputs and an optional rng seed."""
 
     input: InputConfig
-    task: Literal["loading", "score"] = "loading"
+    task: Literal["loading", "scree", "score"] = "loading"
     privacy: PrivacyConfig
     loading: LoadingConfig = Field(default_factory=LoadingConfig)
+    scree: ScreeConfig = Field(default_factory=ScreeConfig)
     score: ScoreConfig = Field(default_factory=ScoreConfig)
     cluster: ClusterConfig = Field(default_factory=LocalClusterConfig)
     output: OutputConfig

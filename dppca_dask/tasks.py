@@ -31,6 +31,13 @@ from dppca_dask.score_task import (
     score_spend,
     score_work,
 )
+from dppca_dask.scree_task import (
+    scree_fit,
+    scree_noise,
+    scree_outputs,
+    scree_spend,
+    scree_work,
+)
 
 __all__ = ["TASKS", "TaskSpec", "mib", "spent_allocations"]
 
@@ -112,6 +119,8 @@ def _loading_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState
 TASKS: dict[str, TaskSpec] = {
     "loading": TaskSpec("dp_loading", _loading_noise, _loading_work, _loading_fit,
                         write_outputs=_loading_outputs),
+    "scree": TaskSpec("dp_scree", scree_noise, scree_work, scree_fit, planned_spend=scree_spend,
+                      write_outputs=scree_outputs),
     "score": TaskSpec("dp_score", score_noise, score_work, score_fit, source_options=score_source,
                       planned_spend=score_spend, write_outputs=score_outputs),
 }
