@@ -6,14 +6,15 @@ Budgets
     :func:`privacy_control`
 Estimators
     :func:`dp_loading`, :func:`dp_scree` (with :func:`clipped_control`, :func:`pmwm_control`,
-    :func:`huber_control`), :func:`dp_score`
+    :func:`huber_control`), :func:`dp_score`, :func:`dp_pca` (all three on shared directions)
 Synthetic samples and plots (post-processing)
     :func:`sampling_control`, :func:`sample_histogram`, :func:`score_plot_control`,
     :func:`scree_plot_control`
 Exact (non-private) statistics
     :func:`spherical_kendall`
 Results
-    :func:`load_result`, :class:`LoadingResult`, :class:`ScreeResult`, :class:`ScoreResult`
+    :func:`load_result`, :class:`LoadingResult`, :class:`ScreeResult`, :class:`ScoreResult`,
+    :class:`PCAResult`
 Errors
     :class:`DPPCAError` and its subclasses
 """
@@ -34,6 +35,8 @@ from dppca_dask.errors import (
     PrivacyWarning,
 )
 from dppca_dask.loading import dp_loading, spherical_kendall
+from dppca_dask.pca import dp_pca
+from dppca_dask.pca_result import PCAResult, PCASummary
 from dppca_dask.plots.score import score_plot_control
 from dppca_dask.plots.scree import scree_plot_control
 from dppca_dask.results import LoadingResult, LoadingSummary, load_result
@@ -50,6 +53,7 @@ __all__ = [
     "privacy_control",
     # estimators
     "dp_loading",
+    "dp_pca",
     "dp_score",
     "dp_scree",
     "clipped_control",
@@ -66,6 +70,8 @@ __all__ = [
     # results
     "LoadingResult",
     "LoadingSummary",
+    "PCAResult",
+    "PCASummary",
     "ScoreResult",
     "ScoreSummary",
     "ScreeResult",

@@ -69,6 +69,12 @@ def run(config: str, overwrite: bool, quiet: bool) -> None:
         click.echo(repr(outcome.result.summary()))  # type: ignore[attr-defined]
         click.echo(f"\nWrote {outcome.directory}/: "
                    + ", ".join(Path(f).name for f in outcome.files))
+        _echo_report(Path(outcome.directory))
+
+
+def _echo_report(directory: Path) -> None:
+    if (directory / "report.html").exists():
+        click.echo(f"Report: {directory / 'report.html'} (self-contained; open it in a browser)")
 
 
 @main.command()
@@ -108,19 +114,25 @@ def convert(source: str, target: str, fmt: str | None, chunk_rows: int | None,
 @click.argument("output", type=click.Path(exists=False))
 @_handle_errors
 def inspect(output: str) -> None:
-    """Print the summary of a written result (a .zarr store or .nc file, or a run directory)."""
-    from dppca_dask.results import load_result
+    """Print the summary of a written result (a .zarr store or .nc file, or a run directory).
+
+    Works for every result kind (loading, scree, score, pca, ...); a part of a dp_pca store can
+    be named directly, e.g. ``pca.zarr/score``.
+    """
+    from dppca_dask import load_result  # the package import registers every result kind
 
     path = Path(output)
+    run_directory = None
     if path.is_dir() and not (path / "zarr.json").exists():
         stores = sorted([*path.glob("*.zarr"), *path.glob("*.nc")])
         if not stores:
             raise DPPCAError(f"No result store (.zarr or .nc) found in {output!r}.")
-        path = stores[0]
+        run_directory, path = path, stores[0]
     result = load_result(path)
     click.echo(repr(result))
     click.echo("")
     click.echo(repr(result.summary()))  # type: ignore[attr-defined]
+    _echo_report(run_directory or path.parent)
 
 
 def _fresh_run_directory(base: Path) -> Path:
@@ -140,10 +152,12 @@ def _fresh_run_directory(base: Path) -> Path:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
 @_handle_errors
 def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
-    """Write a synthetic Zarr dataset (SPEC 'gau': 5000 x 20, five groups) and run on it.
+    """Write a synthetic Zarr dataset (SPEC 'gau': 5000 x 20, five groups) and run dp_pca on it.
 
-    The dataset is created once and reused; each run writes a new timestamped output directory,
-    so nothing is ever overwritten.
+    One budget for the shared directions, the scree values and the grouped score histograms;
+    the run writes the store, the figures, synthetic samples and report.html. The dataset is
+    created once and reused; each run writes a new timestamped output directory, so nothing is
+    ever overwritten.
     """
     import yaml
 
@@ -159,10 +173,12 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
         if not quiet:
             click.echo(f"Wrote the demo dataset {data}")
     settings = {
-        "input": {"path": str(data), "array": "X"},
-        "task": "loading",
+        "input": {"path": str(data), "array": "X", "group": "group"},
+        "task": "pca",
         "privacy": {"eps": eps, "delta": delta},
-        "loading": {"non_private": False},
+        # C_clip: a public clip level for the squared centred scores, about 4 x the largest PC
+        # variance implied by the generator's known parameters (not computed from the data).
+        "pca": {"k": 10, "scree_control": {"clipped": {"C_clip": 150}}},
         "cluster": {"kind": "local"},
         "output": {"directory": str(_fresh_run_directory(base)),
                    "formats": ["zarr", "netcdf"]},
@@ -177,6 +193,7 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
                    "after changing output.directory)")
         click.echo(f"Wrote {outcome.directory}/: "
                    + ", ".join(Path(f).name for f in outcome.files))
+        _echo_report(Path(outcome.directory))
 
 
 @main.command()

@@ -44,6 +44,7 @@ __all__ = [
     "LoadingConfig",
     "LocalClusterConfig",
     "OutputConfig",
+    "PCAConfig",
     "PrivacyConfig",
     "RunConfig",
     "ScoreConfig",
@@ -52,7 +53,7 @@ __all__ = [
     "load_config",
 ]
 
-TASKS = ("loading", "scree", "score")
+TASKS = ("loading", "scree", "score", "pca")
 
 
 class _Model(BaseModel):
@@ -183,6 +184,55 @@ class ScoreConfig(_Model):
     dpi: PositiveInt = 150
 
 
+class PCAConfig(_Model):
+    """Options of :func:`~dppca_dask.dp_pca` (task ``pca``) and of its samples and plots.
+
+    ``scree_control`` holds each scree method's control parameters keyed by method name (the
+    arguments of ``clipped_control``, ``pmwm_control``, ``huber_control``); ``sampling`` must
+    name exactly one sampling method (the score and biplot panels share it).
+    """
+
+    k: PositiveInt | None = None
+    scree_method: list[Literal["clipped", "pmwm", "huber"]] = Field(
+        default_factory=lambda: ["clipped"], min_length=1)
+    scree_control: dict[Literal["clipped", "pmwm", "huber"], dict[str, Any]] = Field(
+        default_factory=dict)
+    center: Literal["private", "empirical"] | float | list[float] = "private"
+    mono: bool = True
+    bins: list[PositiveInt] | PositiveInt | None = None
+    score_method: list[Literal["add", "sparse"]] = Field(default_factory=lambda: ["add"],
+                                                         min_length=1)
+    axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
+    frame: Literal["durfee", "smooth"] = "durfee"
+    cpp_option: bool = True
+    non_private: bool = False
+    calibration: Literal["classical", "analytic"] = "classical"
+    block_rows: PositiveInt | None = None
+    sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
+    group_weights: Literal["observed", "private"] = "observed"
+    panels: list[Literal["score", "biplot"]] = Field(
+        default_factory=lambda: ["score", "biplot"], min_length=1)
+    plots: bool = True
+    samples_format: Literal["parquet", "csv"] = "parquet"
+    show_group_legend: bool = True
+    dpi: PositiveInt = 150
+
+    @model_validator(mode="after")
+    def _valid(self) -> PCAConfig:
+        from dppca_dask.errors import ParameterError
+        from dppca_dask.scree_controls import check_partial_control
+
+        if len(set(self.sampling.method)) != 1:
+            raise ValueError("pca.sampling.method must name exactly one sampling method "
+                             "(center or uniform)")
+        try:
+            for name, values in self.scree_control.items():
+                check_partial_control(name, values)
+        except ParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
 class OutputConfig(_Model):
     """Where results go; the directory is created and must not exist unless ``overwrite``."""
 
@@ -212,11 +262,12 @@ class RunConfig(_Model):
     """One run: input, task, privacy, task options, cluster, outputs and an optional rng seed."""
 
     input: InputConfig
-    task: Literal["loading", "scree", "score"] = "loading"
+    task: Literal["loading", "scree", "score", "pca"] = "loading"
     privacy: PrivacyConfig
     loading: LoadingConfig = Field(default_factory=LoadingConfig)
     scree: ScreeConfig = Field(default_factory=ScreeConfig)
     score: ScoreConfig = Field(default_factory=ScoreConfig)
+    pca: PCAConfig = Field(default_factory=PCAConfig)
     cluster: ClusterConfig = Field(default_factory=LocalClusterConfig)
     output: OutputConfig
     budget_ledger: BudgetLedgerConfig = Field(default_factory=BudgetLedgerConfig)

@@ -32,6 +32,7 @@ from dppca_dask._rformat import format_r_scalar
 
 __all__ = [
     "FIGURE_CAPTIONS",
+    "SUBSUMED",
     "Section",
     "figure_files",
     "register_report",
@@ -154,9 +155,20 @@ def _caption(name: str) -> str:
     return FIGURE_CAPTIONS.get(name, Path(name).stem.replace("_", " ").capitalize())
 
 
+SUBSUMED: dict[str, str] = {
+    "pca_biplot.png": "pca.png",
+    "score_histogram.png": "score.png",
+    "score_sample.png": "score.png",
+}
+"""Figure files whose panels another file of the same run already shows (left out of the page)."""
+
+
 def figure_files(directory: str | Path) -> list[tuple[str, Path]]:
-    """The PNGs of a run directory as (caption, path): known names first, in caption order."""
+    """The PNGs of a run directory as (caption, path): known names first, in caption order;
+    a file whose panels a larger figure of the run already shows is left out."""
     files = sorted(Path(directory).glob("*.png"))
+    names = {f.name for f in files}
+    files = [f for f in files if SUBSUMED.get(f.name) not in names]
     order = list(FIGURE_CAPTIONS)
     files.sort(key=lambda f: (order.index(f.name) if f.name in order else len(order), f.name))
     return [(_caption(f.name), f) for f in files]
@@ -227,8 +239,9 @@ def _budget_section(result: Any) -> Section:
     spent = meta.get("ledger_total") or {"eps": 0.0, "delta": 0.0}
     foot = ["", "Total spent (basic composition)", "", "", Raw(num(spent["eps"])),
             Raw(num(spent["delta"]))] + ([""] if zcdp else []) + ["", "", "", "", ""]
-    body += "<h3>Ledger</h3>" + table(header, lrows, total=foot,
-                                              numeric=range(4, len(header) - 2))
+    numeric = {0, 4, 5, *([6] if zcdp else []), len(header) - 5, len(header) - 4,
+               len(header) - 2}
+    body += "<h3>Ledger</h3>" + table(header, lrows, total=foot, numeric=numeric)
     planned = {k: sum(b.get(k, 0.0) for b in alloc.values() if isinstance(b, Mapping)
                       and b.get("status") != "prior") for k in ("eps", "delta")}
     if alloc and all(math.isclose(spent[k], planned[k], rel_tol=1e-9, abs_tol=1e-15)

@@ -19,7 +19,7 @@ import numpy as np
 
 from dppca_dask.report import Raw, Section, matrix_table, num, register_report, table
 
-__all__ = ["loading_sections", "score_sections", "scree_sections"]
+__all__ = ["loading_sections", "pca_sections", "score_sections", "scree_sections"]
 
 _MAX_VARIABLES = 12
 _MAX_COMPONENTS = 6
@@ -53,12 +53,12 @@ def _loading_figures(result: Any, rng: Any) -> list[tuple[str, Any]]:
 def scree_table(result: Any) -> str:
     comps = [str(c) for c in result.scree["component"].values]
     blocks = []
-    for name, values in (("Scree value", result.scree), ("PVE", result.pve)):
+    for name, values in (("Scree values", result.scree), ("PVE", result.pve)):
         rows = [[m, *[Raw(num(v, 4)) for v in values.sel({"method": m}).values]]
                 for m in result.methods]
         ref = result.nonprivate
         if ref is not None:
-            key = "scree" if name == "Scree value" else "pve"
+            key = "scree" if name == "Scree values" else "pve"
             rows.append(["Non-private (NOT private)", *[Raw(num(v, 4)) for v in
                                                         np.asarray(ref[key].values)]])
         blocks.append(f"<h3>{name}</h3>" + table(["method", *comps], rows))
@@ -107,6 +107,23 @@ def _score_figures(result: Any, rng: Any) -> list[tuple[str, Any]]:
     return [("Private score histograms and synthetic samples", result.plot(rng=rng))]
 
 
+def pca_sections(result: Any) -> list[Section]:
+    """The three parts' sections, each titled by its part, plus how the passes were shared."""
+    meta = result.metadata
+    intro = (f"<p>One release: the directions were estimated once and shared by the scree and "
+             f"score parts; the input was read {meta.get('passes', '?')} times in all (the "
+             "scree and score stages share each pass).</p>")
+    return [Section("dp_pca", intro, "pca"), *loading_sections(result.loading),
+            *scree_sections(result.scree), *score_sections(result.score)]
+
+
+def _pca_figures(result: Any, rng: Any) -> list[tuple[str, Any]]:
+    return [("dp_pca: PVE, loading vectors, synthetic scores and biplot",
+             result.plot("all", rng=rng)),
+            *_loading_figures(result.loading, rng)]
+
+
 register_report("loading", sections=loading_sections, figures=_loading_figures)
+register_report("pca", sections=pca_sections, figures=_pca_figures)
 register_report("scree", sections=scree_sections, figures=_scree_figures)
 register_report("score", sections=score_sections, figures=_score_figures)

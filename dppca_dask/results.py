@@ -136,6 +136,9 @@ def load_result(path: str | os.PathLike[str]) -> Result:
     kind = ds.attrs.get("dppca_kind")
     if kind not in _RESULT_TYPES or "dppca_metadata" not in ds.attrs:
         raise InputError(f"{str(target)!r} is not a dppca_dask result (no 'dppca_kind' attribute).")
+    opener = getattr(_RESULT_TYPES[kind], "_open", None)
+    if opener is not None:  # a result stored as several groups (dp_pca)
+        return opener(target)
     ds = _plain_strings(ds)
     return _RESULT_TYPES[kind](_freeze(ds))
 

@@ -21,6 +21,7 @@ from dppca_dask.data import DataSource, SourceInfo
 from dppca_dask.kernels.graph import kendall_layout
 from dppca_dask.loading import _fit_loading, kendall_sensitivity
 from dppca_dask.mechanisms import symmetric_noise_sigma
+from dppca_dask.pca_task import pca_fit, pca_noise, pca_outputs, pca_source, pca_spend, pca_work
 from dppca_dask.results import Result
 from dppca_dask.rng import RngState
 from dppca_dask.score_task import (
@@ -123,4 +124,6 @@ TASKS: dict[str, TaskSpec] = {
                       write_outputs=scree_outputs),
     "score": TaskSpec("dp_score", score_noise, score_work, score_fit, source_options=score_source,
                       planned_spend=score_spend, write_outputs=score_outputs),
+    "pca": TaskSpec("dp_pca", pca_noise, pca_work, pca_fit, source_options=pca_source,
+                    planned_spend=pca_spend, write_outputs=pca_outputs),
 }

@@ -185,9 +185,13 @@ def test_cli_demo__runs_on_the_embedded_cluster(tmp_path):
     assert "Data: 5000 observations x 20 variables" in result.output
     runs = sorted((tmp_path / "demo").glob("run-*"))
     assert len(runs) == 1
-    fit = load_result(runs[0] / "loading.zarr")
-    assert fit.directions.shape == (20, 20)
+    fit = load_result(runs[0] / "pca.zarr")  # the demo runs dp_pca end to end
+    assert fit.directions.shape == (20, 20) and fit.score.groups is not None
     assert fit.metadata["rng"]["seeded"] is False
+    assert fit.metadata["ledger_total"] == pytest.approx({"eps": 1.0, "delta": 1e-5})
+    for name in ("pca.png", "loading.png", "scree_pve.png", "samples.parquet", "report.html"):
+        assert (runs[0] / name).exists()
+    assert "report.html" in result.output
 
 
 def test_cli_plan_and_run__pairs_blocks_from_config(tmp_path, dataset):

@@ -27,7 +27,7 @@ import pandas as pd
 
 from dppca_dask._validation import bad_param
 
-__all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "plot_loading"]
+__all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "plot_loading", "repel_labels"]
 
 LOADING_PLOT_TYPES = ("vector", "point", "heatmap")
 _OWNER = "plot"
@@ -141,9 +141,59 @@ def _label(ax: Any, x: float, y: float, text: str, color: str) -> Any:
     """A variable label just beyond the tip of (x, y), on the side it points to."""
     r = float(np.hypot(x, y))
     ux, uy = (x / r, y / r) if r > 1e-12 else (1.0, 0.0)
-    return ax.text(x + 0.06 * ux, y + 0.06 * uy, text, fontsize=9, color=color,
-                   ha="left" if ux >= 0 else "right", va="bottom" if uy >= 0 else "top",
-                   clip_on=False)
+    label = ax.text(x + 0.06 * ux, y + 0.06 * uy, text, fontsize=9, color=color,
+                    ha="left" if ux >= 0 else "right", va="bottom" if uy >= 0 else "top",
+                    clip_on=False)
+    label.set_in_layout(False)  # labels never drive the layout (they stay inside the ±1.3 box)
+    return label
+
+
+def repel_labels(fig: Any, groups: Sequence[Sequence[Any]], *, max_rounds: int = 60) -> None:
+    """Nudge overlapping labels of each group apart vertically, once the layout is done.
+
+    A small deterministic "repel": while two labels' boxes overlap, the one drawn later moves
+    up or down (away from the other) by the overlap plus a pixel, in display space.
+    """
+    groups = [g for g in groups if len(g) > 1]
+    if not groups:
+        return
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    for texts in groups:
+        _repel(texts, renderer, max_rounds)
+
+
+def _box(text: Any, renderer: Any) -> Any:
+    """The label's extent with 2 px to spare (and its background box, if any)."""
+    box = text.get_window_extent(renderer)
+    patch = text.get_bbox_patch()
+    if patch is not None:
+        box = patch.get_window_extent(renderer)
+    return box.padded(2.0)
+
+
+def _repel(texts: Sequence[Any], renderer: Any, max_rounds: int) -> None:
+    start = [t.get_transform().transform(t.get_position())[1] for t in texts]
+    limit = [3.0 * _box(t, renderer).height for t in texts]  # a label moves a few lines at most
+    for _ in range(max_rounds):
+        boxes = [_box(t, renderer) for t in texts]
+        moved = False
+        for i in range(1, len(texts)):
+            for j in range(i):
+                bi, bj = boxes[i], boxes[j]
+                if not bi.overlaps(bj):
+                    continue
+                up = (bi.y0 + bi.y1) >= (bj.y0 + bj.y1)
+                shift = (bj.y1 - bi.y0 + 1.0) if up else -(bi.y1 - bj.y0 + 1.0)
+                t = texts[i]
+                trans = t.get_transform()
+                x, y = trans.transform(t.get_position())
+                y = min(max(y + shift, start[i] - limit[i]), start[i] + limit[i])
+                t.set_position(trans.inverted().transform((x, y)))
+                boxes[i] = _box(t, renderer)
+                moved = True
+        if not moved:
+            return
 
 
 def _label_all(ax: Any, df: pd.DataFrame, tol: float = 0.09) -> None:
@@ -157,9 +207,11 @@ def _label_all(ax: Any, df: pd.DataFrame, tol: float = 0.09) -> None:
                 break
         else:
             groups.append((x, y, [str(name)]))
+    texts = []
     for x, y, names in groups:
         lines = [", ".join(names[i:i + 4]) for i in range(0, len(names), 4)]
-        _label(ax, x, y, ",\n".join(lines), "black")
+        texts.append(_label(ax, x, y, ",\n".join(lines), "black"))
+    ax._dppca_labels = texts  # repelled once the whole figure is laid out
 
 
 def _legend(ax: Any, marker: str | None) -> None:
@@ -341,4 +393,5 @@ def plot_loading(
         out_axes["colorbar"] = cax
     if stored:
         fig.supxlabel(_NOTE, fontsize=9, color="dimgray")
+    repel_labels(fig, [out_axes[t]._dppca_labels for t in scatter])
     return LoadingPlot(fit, fig, out_axes, data)

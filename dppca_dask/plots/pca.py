@@ -1,0 +1,330 @@
+"""Plots of a ``dp_pca`` fit (SPEC_dppca.md §9.2), drawn with matplotlib.
+
+Panels (``panels``, any of them, or ``"all"``):
+
+* ``"score"`` -- synthetic points sampled from a released histogram, shown in the private frame
+  (1:1 aspect, zero expansion, as the score plots);
+* ``"biplot"`` -- the same points (lighter) plus one arrow per variable from the frame centre
+  (c_x, c_y) to the centre plus s·(V[j, a], V[j, b]), s = 0.8·min(R_x, R_y)/max_j‖(V[j, a],
+  V[j, b])‖, labelled with the variable name (nearby tips share one label);
+* ``"scree"`` -- the PVE curve of the scree part; ``"loading"`` -- the loading vectors.
+
+Rows: the scree/loading panels first (when asked), then one row per version -- the non-private
+reference first, only when the fit stored it, then each private histogram method -- with the
+score and biplot panels side by side. Exactly one sampling method is used; ``sample_size`` is
+shared by the score and biplot panels of a version. With ``sample_size=None`` private samples
+have n points and the non-private panels show the **observed** scores; with an explicit size the
+non-private histogram is sampled at that size. Grouped fits colour points by group (HCL palette,
+legend on the right). Every non-private element is titled "Non-private" and the figure then
+carries a note that it is not a private release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dppca_dask._validation import bad_param
+from dppca_dask.plots._style import figure, group_colors, style_panel
+
+__all__ = ["BIPLOT_SCALE", "PCA_PANELS", "PCAPlot", "biplot_arrows", "plot_pca"]
+
+PCA_PANELS = ("scree", "loading", "score", "biplot")
+BIPLOT_SCALE = 0.8
+_OWNER = "plot"
+_NAMES = {"nonprivate": "Non-private", "add": "Add", "sparse": "Sparse"}
+_ARROW = "#222222"
+_NOTE = "Shows non-private reference panels: this figure is not a private release."
+
+
+@dataclass(frozen=True)
+class PCAPlot:
+    """A drawn dp_pca plot (R: ``$fit``, ``$sample``, ``$plot``).
+
+    ``axes``: ``"scree"``, ``"loading"`` and ``"score"``/``"biplot"`` → ``{target: Axes}``;
+    ``samples``: ``{target: DataFrame(pc_x, pc_y[, group])}`` (the points of both panels of a
+    version; "nonprivate" holds the observed scores when ``sample_size`` is None); ``arrows``:
+    ``{target: DataFrame}`` of the biplot arrows (variable, x0, y0, x1, y1).
+    """
+
+    fit: Any
+    figure: Any
+    axes: dict[str, Any]
+    samples: dict[str, pd.DataFrame]
+    arrows: dict[str, pd.DataFrame]
+    group_colors: dict[str, str] | None
+
+    def save(self, path: str, *, dpi: int = 150) -> str:
+        """Write the figure (format from the extension, e.g. ``.png``)."""
+        self.figure.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+        return str(path)
+
+    def _repr_png_(self) -> bytes:  # pragma: no cover - notebooks
+        import io
+
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.1)
+        return buf.getvalue()
+
+
+def _parse_panels(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) and value == "all":
+        return PCA_PANELS
+    items = [value] if isinstance(value, str) else value
+    rule = "'all', or a non-empty sequence of 'scree', 'loading', 'score', 'biplot'"
+    if not isinstance(items, Sequence) or not items or any(
+            not isinstance(v, str) or v not in PCA_PANELS for v in items):
+        raise bad_param("panels", _OWNER, rule, value)
+    return tuple(p for p in PCA_PANELS if p in items)
+
+
+def biplot_arrows(directions: np.ndarray, names: Sequence[str], center: Sequence[float],
+                  radius: Sequence[float]) -> pd.DataFrame:
+    """Arrows of the biplot: from the frame centre along the rows of ``directions`` (p × 2).
+
+    Scaled by s = 0.8·min(R_x, R_y)/max_j‖v_j‖ so the longest arrow spans 80 % of the shorter
+    frame radius (SPEC §9.2).
+
+    Examples
+    --------
+    >>> biplot_arrows(np.array([[1.0, 0.0], [0.0, 0.5]]), ["a", "b"], (1.0, 2.0), (10.0, 5.0))
+      variable   x0   y0   x1   y1
+    0        a  1.0  2.0  5.0  2.0
+    1        b  1.0  2.0  1.0  4.0
+    """
+    v = np.asarray(directions, dtype=np.float64)
+    longest = float(np.max(np.hypot(v[:, 0], v[:, 1])))
+    scale = BIPLOT_SCALE * min(radius) / longest if longest > 0 else 0.0
+    cx, cy = float(center[0]), float(center[1])
+    return pd.DataFrame({"variable": list(names), "x0": cx, "y0": cy,
+                         "x1": cx + scale * v[:, 0], "y1": cy + scale * v[:, 1]})
+
+
+def _draw_points(ax: Any, frame: pd.DataFrame, ctl: Any, colors: Mapping[str, str] | None,
+                 alpha: float) -> None:
+    size = (ctl.scatter_size * 1.6) ** 2
+    raster = len(frame) > 5000
+    if colors is None or "group" not in frame:
+        ax.scatter(frame["pc_x"], frame["pc_y"], s=size, c=ctl.color, alpha=alpha,
+                   linewidths=0, rasterized=raster)
+        return
+    for level, color in colors.items():
+        part = frame[frame["group"] == level]
+        ax.scatter(part["pc_x"], part["pc_y"], s=size, c=color, alpha=alpha, linewidths=0,
+                   rasterized=raster)
+
+
+def _draw_arrows(ax: Any, arrows: pd.DataFrame, span: float, base_size: float) -> list[Any]:
+    from matplotlib.patches import FancyArrowPatch
+
+    groups: list[tuple[float, float, float, float, list[str]]] = []
+    tol = 0.05 * span
+    for row in arrows.itertuples(index=False):
+        ax.add_patch(FancyArrowPatch((row.x0, row.y0), (row.x1, row.y1), arrowstyle="-|>",
+                                     mutation_scale=10, color=_ARROW, linewidth=1.1, zorder=4))
+        for gx, gy, *_, names in groups:
+            if np.hypot(gx - row.x1, gy - row.y1) < tol:
+                names.append(str(row.variable))
+                break
+        else:
+            groups.append((row.x1, row.y1, row.x0, row.y0, [str(row.variable)]))
+    texts = []
+    for x1, y1, x0, y0, names in groups:
+        dx, dy = x1 - x0, y1 - y0
+        r = float(np.hypot(dx, dy)) or 1.0
+        text = ",\n".join(", ".join(names[i:i + 4]) for i in range(0, len(names), 4))
+        texts.append(ax.text(x1 + 0.03 * span * dx / r, y1 + 0.03 * span * dy / r, text,
+                fontsize=base_size * 0.68, ha="left" if dx >= 0 else "right",
+                va="bottom" if dy >= 0 else "top", zorder=5,
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.75,
+                      "edgecolor": "none"}))
+        texts[-1].set_in_layout(False)
+    return texts
+
+
+def _control(control: Any) -> Any:
+    from dppca_dask.plots.score import ScorePlotControl, score_plot_control
+
+    if control is None:
+        return ScorePlotControl(show_group_legend=True)
+    if isinstance(control, ScorePlotControl):
+        return control
+    if isinstance(control, Mapping):
+        return score_plot_control(**{"show_group_legend": True, **control})
+    raise bad_param("control", _OWNER, "a ScorePlotControl or a dict of score_plot_control "
+                    "options", control)
+
+
+def plot_pca(
+    fit: Any,
+    *,
+    panels: str | Sequence[str] = ("score", "biplot"),
+    sampling: Any = None,
+    group_weights: str = "observed",
+    control: Any = None,
+    rng: Any = None,
+    samples: Mapping[str, pd.DataFrame] | None = None,
+) -> PCAPlot:
+    """Draw the panels of a :class:`~dppca_dask.pca_result.PCAResult` (post-processing).
+
+    Parameters
+    ----------
+    fit
+        A ``dp_pca`` result.
+    panels
+        Any of ``"scree"``, ``"loading"``, ``"score"``, ``"biplot"`` (default the last two), or
+        ``"all"`` for the combined figure of a run.
+    sampling
+        A :func:`~dppca_dask.sampling_control` with exactly one method (default "uniform").
+    group_weights
+        How a grouped sample is split over groups (see :meth:`ScoreResult.sample`).
+    control
+        A :func:`~dppca_dask.score_plot_control` or a dict of its options (the group legend is
+        shown unless ``show_group_legend=False``).
+    rng
+        Generator for the synthetic samples (no budget).
+    samples
+        The ``.samples`` of an earlier plot of the same fit and ``sampling`` (so that several
+        figures show the same points); drawn here when ``None``.
+
+    Returns
+    -------
+    PCAPlot
+        ``.figure``, ``.axes``, ``.samples``, ``.arrows``, ``.group_colors``, ``.save()``.
+
+    Examples
+    --------
+    >>> from dppca_dask import clipped_control, dp_pca, privacy_control
+    >>> X = np.random.default_rng(0).normal(size=(300, 3)) * [3.0, 1.0, 0.5]
+    >>> fit = dp_pca(X, privacy=privacy_control(eps=6, delta=1e-4), rng=1,
+    ...              scree_control=clipped_control(C_clip=40))
+    >>> out = fit.plot(rng=2)
+    >>> sorted(out.axes), len(out.samples["add"]), list(out.arrows["add"]["variable"])
+    (['biplot', 'score'], 300, ['X1', 'X2', 'X3'])
+    """
+    from dppca_dask.pca_result import PCAResult
+    from dppca_dask.sampling import as_sampling_control
+
+    if not isinstance(fit, PCAResult):
+        raise bad_param("fit", "plot_pca", "a PCAResult from dp_pca()", type(fit).__name__)
+    chosen = _parse_panels(panels)
+    ctl = _control(control)
+    sampler = as_sampling_control(sampling, _OWNER)
+    if len(sampler.method) != 1:
+        raise bad_param("sampling", _OWNER, "a sampling_control() with exactly one method for "
+                        "dp_pca plots", list(sampler.method))
+    method = sampler.method[0]
+    score, loading = fit.score, fit.loading
+    stored = score.nonprivate_probability is not None
+    targets = (("nonprivate",) if stored else ()) + score.methods
+    versions = [p for p in ("score", "biplot") if p in chosen]
+    top = [p for p in ("scree", "loading") if p in chosen]
+
+    given = samples
+    samples = {}
+    titles: dict[str, str] = {}
+    if versions:
+        if given is None:
+            drawn = score.sample(sampler, targets=score.methods, group_weights=group_weights,
+                                 rng=rng)
+            samples = {t: drawn[t][method] for t in score.methods}
+        for t in score.methods:
+            titles[t] = f"{_NAMES[t]} Sample ({method.capitalize()})"
+        if stored and sampler.sample_size is None:
+            samples = {"nonprivate": score.observed_scores, **samples}
+            titles["nonprivate"] = "Non-private Scores"
+        elif stored:
+            if given is None:
+                ref = score.sample(sampler, targets=("nonprivate",), rng=rng)
+                samples = {"nonprivate": ref["nonprivate"][method], **samples}
+            titles["nonprivate"] = f"Non-private Sample ({method.capitalize()})"
+        if given is not None:
+            missing = [t for t in targets if t not in given]
+            if missing:
+                raise bad_param("samples", _OWNER, f"samples for every version {targets}",
+                                sorted(given))
+            samples = {t: given[t] for t in targets}
+
+    a, b = (int(x) for x in score.metadata["axes"])
+    names = [str(v) for v in loading.directions["variable"].values]
+    frame = score.frame
+    private_v = np.asarray(loading.directions.values)[:, [a - 1, b - 1]]
+    ref_v = None if loading.nonprivate is None else np.asarray(
+        loading.nonprivate.values)[:, [a - 1, b - 1]]
+    arrows = {t: biplot_arrows(ref_v if (t == "nonprivate" and ref_v is not None) else private_v,
+                               names, frame.center, frame.radius)
+              for t in targets} if "biplot" in versions else {}
+
+    levels = score.groups
+    colors = group_colors(levels, ctl.group_colors) if levels is not None else None
+    xlim, ylim = frame.xlim, frame.ylim
+    ratio = min(max((ylim[1] - ylim[0]) / (xlim[1] - xlim[0]), 1 / 3), 3.0)  # height / width
+    size = max(ctl.panel_size, 4.2)
+    wide = ratio < 0.6 and len(versions) == 2  # a wide frame: score and biplot one above the other
+    pw, ph = ((min(size / ratio, 3 * size), size) if wide else
+              (size, size * ratio) if ratio <= 1 else (size / ratio, size))
+    rows: list[list[Any]] = [top] if top else []
+    for t in targets if versions else ():
+        rows += [[(p, t)] for p in versions] if wide else [[(p, t) for p in versions]]
+    widths = {"scree": 6.0, "loading": 5.0}
+    row_widths = [[widths[i] if isinstance(i, str) else pw for i in row] for row in rows]
+    heights = [(5.0 if row and isinstance(row[0], str) else ph) + 0.9 for row in rows]
+    legend = colors is not None and ctl.show_group_legend and bool(versions)
+    fig = figure(max(sum(w + 0.8 for w in rw) for rw in row_widths) + (1.4 if legend else 0.0),
+                 sum(heights))
+    outer = fig.add_gridspec(len(rows), 1, height_ratios=heights)
+    xlab = ctl.xlab if ctl.xlab is not None else score.labels[0]
+    ylab = ctl.ylab if ctl.ylab is not None else score.labels[1]
+    axes: dict[str, Any] = {}
+    labels: list[list[Any]] = []
+    span = min(xlim[1] - xlim[0], ylim[1] - ylim[0])
+    for r, row in enumerate(rows):
+        inner = outer[r, 0].subgridspec(1, len(row), width_ratios=row_widths[r])
+        for c, item in enumerate(row):
+            ax = fig.add_subplot(inner[0, c])
+            if item == "scree":
+                from dppca_dask.plots.scree import plot_scree
+
+                before = list(fig.texts)
+                plot_scree(fit.scree, type="pve", ax=ax)
+                for text in fig.texts[len(before):]:  # its note: this figure has its own
+                    text.remove()
+                axes["scree"] = ax
+                continue
+            if item == "loading":
+                from dppca_dask.plots.loading import _draw_vectors, _frame_xy
+
+                ref = None if loading.nonprivate is None else np.asarray(loading.nonprivate.values)
+                df = _frame_xy(np.asarray(loading.directions.values), ref,
+                               list(range(len(names))), (a - 1, b - 1), names)
+                _draw_vectors(ax, df, (f"PC{a}", f"PC{b}"), ref is not None)
+                labels.append(ax._dppca_labels)
+                axes["loading"] = ax
+                continue
+            panel, target = item
+            alpha = ctl.scatter_alpha if panel == "score" else 0.35 * ctl.scatter_alpha / 0.6
+            _draw_points(ax, samples[target], ctl, colors, alpha)
+            if panel == "score":
+                title = titles[target]
+            else:
+                labels.append(_draw_arrows(ax, arrows[target], span, ctl.base_size))
+                title = f"{_NAMES[target]} Biplot"
+            style_panel(ax, xlim=xlim, ylim=ylim, title=title, xlabel=xlab, ylabel=ylab,
+                        base_size=ctl.base_size, title_size=ctl.title_size)
+            axes.setdefault(panel, {})[target] = ax
+    if legend:
+        from matplotlib.patches import Patch
+
+        handles = [Patch(facecolor=col, label=lvl) for lvl, col in colors.items()]
+        fig.legend(handles=handles, title="Group", loc="outside right center",
+                   fontsize=ctl.base_size * 0.8, title_fontsize=ctl.base_size, frameon=False)
+    if fit.metadata["non_private"]:
+        fig.supxlabel(_NOTE, fontsize=9, color="dimgray")
+    from dppca_dask.plots.loading import repel_labels
+
+    repel_labels(fig, labels)
+    return PCAPlot(fit, fig, axes, samples, arrows, colors)
