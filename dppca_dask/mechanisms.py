@@ -19,9 +19,12 @@ from dppca_dask.budget import PrivacyBudget
 __all__ = [
     "Release",
     "above_threshold",
+    "exponential_mechanism",
     "gaussian_histogram",
     "gaussian_release",
     "gaussian_symmetric_matrix",
+    "gaussian_zcdp",
+    "gaussian_zcdp_symmetric",
     "histogram_noise_sigma",
     "laplace_release",
     "smooth_laplace",
@@ -152,6 +155,127 @@ def above_threshold(
         note=label,
     )
     return Release((index, capped), record)
+
+
+# --- ρ-zCDP mechanisms (SPEC_covariance.md §2; accounting in dppca_dask.zcdp) -------------------
+# Records of zCDP-accounted mechanisms carry their cost in ``rho`` with calibration "zcdp"; their
+# ``eps``/``delta`` fields are 0 because they were not calibrated to an (ε, δ) pair -- the release
+# reports ε for a chosen δ from the total ρ (dppca_dask.zcdp.zcdp_eps).
+
+
+def _zcdp_sigma(sensitivity: float, rho: float) -> float:
+    if not (sensitivity > 0 and math.isfinite(sensitivity)):
+        raise ValueError(f"A Gaussian mechanism needs a positive finite sensitivity. "
+                         f"Got {sensitivity!r}.")
+    if not (rho > 0 and math.isfinite(rho)):
+        raise ValueError(f"A zCDP Gaussian mechanism needs a positive finite rho. Got {rho!r}.")
+    return sensitivity / math.sqrt(2.0 * rho)
+
+
+def gaussian_zcdp(
+    value: Any,
+    *,
+    sensitivity: float,
+    rho: float,
+    rng: Any,
+    component: str,
+    note: str = "",
+) -> Release:
+    """Gaussian mechanism in ρ-zCDP: ``value`` + N(0, σ²) per entry, σ = Δ/√(2ρ).
+
+    ``sensitivity`` is the L2 sensitivity Δ of the whole of ``value`` (a scalar or an array);
+    the cost is ρ = Δ²/(2σ²) (Bun & Steinke 2016, Prop. 1.6). Draws ``value.size`` normals in one
+    call. A scalar ``value`` gives a float.
+
+    Examples
+    --------
+    >>> rel = gaussian_zcdp(0.5, sensitivity=0.1, rho=0.5, rng=np.random.default_rng(0),
+    ...                     component="measure")
+    >>> round(rel.record.scale, 6), rel.record.rho
+    (0.1, 0.5)
+    """
+    sigma = _zcdp_sigma(sensitivity, rho)
+    arr = np.asarray(value, dtype=np.float64)
+    noise = np.asarray(rng.normal(0.0, sigma, size=arr.size), dtype=np.float64)
+    noisy = arr + noise.reshape(arr.shape)
+    record = SpendRecord(
+        component=component, mechanism="gaussian_zcdp", eps=0.0, delta=0.0,
+        sensitivity=sensitivity, sensitivity_norm="l2", noise="gaussian", scale=sigma, rho=rho,
+        calibration="zcdp", draws=int(arr.size), note=note,
+    )
+    return Release(float(noisy) if noisy.ndim == 0 else noisy, record)
+
+
+def gaussian_zcdp_symmetric(
+    matrix: np.ndarray,
+    *,
+    sensitivity: float,
+    rho: float,
+    rng: Any,
+    component: str,
+) -> Release:
+    """Gaussian mechanism in ρ-zCDP on a symmetric matrix with Frobenius sensitivity Δ.
+
+    σ = Δ/√(2ρ); q = p(p+1)/2 normals N(0, σ²) are laid out by :func:`vec2mat` (diagonal sd σ,
+    off-diagonal sd σ/√2: the vech/√2 isometry makes this the Gaussian mechanism in the Frobenius
+    geometry), so the cost is ρ = Δ²/(2σ²).
+    """
+    matrix = np.asarray(matrix, dtype=np.float64)
+    p = matrix.shape[0]
+    sigma = _zcdp_sigma(sensitivity, rho)
+    q = p * (p + 1) // 2
+    zeta = np.asarray(rng.normal(0.0, sigma, size=q), dtype=np.float64)
+    record = SpendRecord(
+        component=component, mechanism="gaussian_zcdp_symmetric", eps=0.0, delta=0.0,
+        sensitivity=sensitivity, sensitivity_norm="frobenius", noise="gaussian", scale=sigma,
+        rho=rho, calibration="zcdp", draws=q,
+        note="diagonal sd = scale, off-diagonal sd = scale/sqrt(2)",
+    )
+    return Release(matrix + vec2mat(zeta, p), record)
+
+
+def exponential_mechanism(
+    scores: np.ndarray,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    rng: Any,
+    component: str,
+    note: str = "",
+) -> Release:
+    """Exponential mechanism: index i with probability ∝ exp(ε·score_i/(2Δ)).
+
+    Implemented as Gumbel-max: argmax_i ε·score_i/(2Δ) + G_i with G_i = −log E_i, E_i ~ Exp(1)
+    (one ``rng.exponential`` call of ``len(scores)`` draws). ``sensitivity`` Δ bounds how much any
+    one score changes between neighbouring datasets. It is ε-DP and ε²/8-zCDP (Cesar & Rogers
+    2021); the record's ``rho`` is ε²/8 and its ``scale`` the Gumbel scale 2Δ/ε in score units.
+
+    Examples
+    --------
+    >>> rel = exponential_mechanism(np.array([0.0, 50.0, 0.0]), epsilon=1.0, sensitivity=1.0,
+    ...                             rng=np.random.default_rng(0), component="select")
+    >>> rel.value, rel.record.rho
+    (1, 0.125)
+    """
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    if scores.size == 0 or not np.isfinite(scores).all():
+        raise ValueError("The exponential mechanism needs a non-empty vector of finite scores.")
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"The exponential mechanism needs a positive finite epsilon. "
+                         f"Got {epsilon!r}.")
+    if not (sensitivity > 0 and math.isfinite(sensitivity)):
+        raise ValueError(f"The exponential mechanism needs a positive finite sensitivity. "
+                         f"Got {sensitivity!r}.")
+    draws = np.asarray(rng.exponential(1.0, size=scores.size), dtype=np.float64)
+    gumbel = -np.log(np.maximum(draws, np.finfo(np.float64).tiny))
+    index = int(np.argmax(epsilon * scores / (2.0 * sensitivity) + gumbel))
+    record = SpendRecord(
+        component=component, mechanism="exponential_mechanism", eps=0.0, delta=0.0,
+        sensitivity=sensitivity, sensitivity_norm="score", noise="gumbel",
+        scale=2.0 * sensitivity / epsilon, rho=epsilon * epsilon / 8.0, calibration="zcdp",
+        draws=int(scores.size), note=(f"epsilon = {epsilon!r} (pure DP). " + note).strip(),
+    )
+    return Release(index, record)
 
 
 def histogram_noise_sigma(budget: PrivacyBudget, calibration: str) -> float:

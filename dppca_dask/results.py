@@ -28,6 +28,7 @@ from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.accounting import SpendRecord, ledger_from_dicts, ledger_to_dicts, ledger_totals
 from dppca_dask.budget import BudgetPlan
 from dppca_dask.errors import InputError, OutputExistsError
+from dppca_dask.zcdp import ZCDPPlan
 
 __all__ = [
     "LoadingResult",
@@ -272,7 +273,7 @@ def base_metadata(
     kind: str,
     n: int,
     p: int,
-    plan: BudgetPlan,
+    plan: BudgetPlan | ZCDPPlan,
     ledger: Sequence[SpendRecord],
     calibration: str,
     seeded: bool,
