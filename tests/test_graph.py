@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dppca_dask.errors import ChunkingError, DuplicateObservationError, InputError
+from dppca_dask.kernels import graph as graph_module
 from dppca_dask.kernels.graph import compute, kendall_layout, kendall_sum, moments, use_compute
 from dppca_dask.kernels.kendall import tile_reference
 
@@ -193,7 +194,7 @@ def test_kendall_sum__blocks_mode_ignores_chunking(data, chunks):
     np.testing.assert_allclose(reference, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
 
 
-def test_kendall_sum__reread_equals_persist_bit_for_bit(data, tmp_path):
+def test_kendall_sum__reread_equals_persist_bit_for_bit(data, tmp_path, monkeypatch):
     import zarr
 
     store = zarr.create_array(str(tmp_path / "x.zarr"), shape=data.shape, chunks=(16, 4),
@@ -208,6 +209,10 @@ def test_kendall_sum__reread_equals_persist_bit_for_bit(data, tmp_path):
     assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
     graph, _ = kendall_sum(x, block_rows=30, reread=True)
     assert "zarr" not in str(graph.dask.keys())  # no block-load tasks: each unit reads its rows
+    assert "zarr" in str(kendall_sum(x, block_rows=30, reread="auto")[0].dask.keys())  # small
+    monkeypatch.setattr(graph_module, "PERSIST_MAX_BYTES", 0)
+    assert "zarr" not in str(kendall_sum(x, block_rows=30, reread="auto")[0].dask.keys())
+    assert "zarr" in str(kendall_sum(x, block_rows=5, reread="auto")[0].dask.keys())  # big chunks
 
 
 def test_compute__blas_single_threaded_inside_tasks(data):
