@@ -6,15 +6,17 @@ Budgets
     :func:`privacy_control`
 Estimators
     :func:`dp_loading`, :func:`dp_scree` (with :func:`clipped_control`, :func:`pmwm_control`,
-    :func:`huber_control`), :func:`dp_score`, :func:`dp_pca` (all three on shared directions)
+    :func:`huber_control`), :func:`dp_score`, :func:`dp_pca` (all three on shared directions),
+    :func:`dp_covariance` (with :func:`pace_ggm_control`; reconstruction:
+    :func:`dppca_dask.maxent.maxent`)
 Synthetic samples and plots (post-processing)
     :func:`sampling_control`, :func:`sample_histogram`, :func:`score_plot_control`,
     :func:`scree_plot_control`
 Exact (non-private) statistics
-    :func:`spherical_kendall`
+    :func:`spherical_kendall`, :func:`clipped_second_moment`
 Results
     :func:`load_result`, :class:`LoadingResult`, :class:`ScreeResult`, :class:`ScoreResult`,
-    :class:`PCAResult`
+    :class:`PCAResult`, :class:`CovarianceResult`
 Errors
     :class:`DPPCAError` and its subclasses
 """
@@ -22,6 +24,8 @@ Errors
 from __future__ import annotations
 
 from dppca_dask.budget import PrivacyControl, privacy_control
+from dppca_dask.covariance import clipped_second_moment, dp_covariance
+from dppca_dask.covariance_result import CovarianceResult, CovarianceSummary
 from dppca_dask.errors import (
     BudgetError,
     ChunkingError,
@@ -35,6 +39,7 @@ from dppca_dask.errors import (
     PrivacyWarning,
 )
 from dppca_dask.loading import dp_loading, spherical_kendall
+from dppca_dask.pace_ggm import PaceGGMControl, pace_ggm_control
 from dppca_dask.pca import dp_pca
 from dppca_dask.pca_result import PCAResult, PCASummary
 from dppca_dask.plots.score import score_plot_control
@@ -59,6 +64,9 @@ __all__ = [
     "clipped_control",
     "huber_control",
     "pmwm_control",
+    "dp_covariance",
+    "PaceGGMControl",
+    "pace_ggm_control",
     # synthetic samples and plots
     "SamplingControl",
     "sample_histogram",
@@ -67,7 +75,10 @@ __all__ = [
     "scree_plot_control",
     # exact statistics
     "spherical_kendall",
+    "clipped_second_moment",
     # results
+    "CovarianceResult",
+    "CovarianceSummary",
     "LoadingResult",
     "LoadingSummary",
     "PCAResult",

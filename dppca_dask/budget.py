@@ -41,6 +41,7 @@ FIT_COMPONENTS: dict[str, tuple[str, ...]] = {
     "dp_scree": ("loading", "scree"),
     "dp_score": ("loading", "score"),
     "dp_pca": ("loading", "scree", "score"),
+    "dp_covariance": ("covariance",),  # eps/delta of the runner's privacy section, as rho-zCDP
 }
 SPLIT_TOLERANCE = 1e-8
 _OWNER = "privacy_control"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -39,6 +39,7 @@ from dppca_dask.errors import BudgetError, ConfigError
 __all__ = [
     "AddressClusterConfig",
     "BudgetLedgerConfig",
+    "CovarianceConfig",
     "InputConfig",
     "KubernetesClusterConfig",
     "LoadingConfig",
@@ -53,7 +54,7 @@ __all__ = [
     "load_config",
 ]
 
-TASKS = ("loading", "scree", "score", "pca")
+TASKS = ("loading", "scree", "score", "covariance", "pca")
 
 
 class _Model(BaseModel):
@@ -233,6 +234,33 @@ class PCAConfig(_Model):
         return self
 
 
+class CovarianceConfig(_Model):
+    """Options of :func:`~dppca_dask.dp_covariance`; ``privacy`` eps/delta become ρ-zCDP.
+
+    ``bounds`` (required) are public: one number for every variable, a list with one per
+    variable, or a mapping from variable name to bound. ``control`` holds the arguments of
+    :func:`~dppca_dask.pace_ggm_control` (method ``pace_ggm``) or ``{psd: bool}`` (``ssp``).
+    """
+
+    method: Literal["pace_ggm", "ssp", "diagonal"] = "pace_ggm"
+    bounds: (Annotated[float, Field(gt=0, allow_inf_nan=False)]
+             | list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]
+             | dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]])
+    control: dict[str, Any] | None = None
+    report_clipping: bool = False
+
+    @model_validator(mode="after")
+    def _valid_control(self) -> CovarianceConfig:
+        from dppca_dask.covariance import _parse_control
+        from dppca_dask.errors import ParameterError
+
+        try:
+            _parse_control(self.method, self.control)
+        except ParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
 class OutputConfig(_Model):
     """Where results go; the directory is created and must not exist unless ``overwrite``."""
 
@@ -262,12 +290,13 @@ class RunConfig(_Model):
     """One run: input, task, privacy, task options, cluster, outputs and an optional rng seed."""
 
     input: InputConfig
-    task: Literal["loading", "scree", "score", "pca"] = "loading"
+    task: Literal["loading", "scree", "score", "covariance", "pca"] = "loading"
     privacy: PrivacyConfig
     loading: LoadingConfig = Field(default_factory=LoadingConfig)
     scree: ScreeConfig = Field(default_factory=ScreeConfig)
     score: ScoreConfig = Field(default_factory=ScoreConfig)
     pca: PCAConfig = Field(default_factory=PCAConfig)
+    covariance: CovarianceConfig | None = None
     cluster: ClusterConfig = Field(default_factory=LocalClusterConfig)
     output: OutputConfig
     budget_ledger: BudgetLedgerConfig = Field(default_factory=BudgetLedgerConfig)

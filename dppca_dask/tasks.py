@@ -17,6 +17,7 @@ from typing import Any
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.budget import BudgetPlan, PrivacyBudget
 from dppca_dask.config import RunConfig
+from dppca_dask.covariance_task import covariance_fit, covariance_noise, covariance_work
 from dppca_dask.data import DataSource, SourceInfo
 from dppca_dask.kernels.graph import kendall_layout
 from dppca_dask.loading import _fit_loading, kendall_sensitivity
@@ -126,4 +127,5 @@ TASKS: dict[str, TaskSpec] = {
                       planned_spend=score_spend, write_outputs=score_outputs),
     "pca": TaskSpec("dp_pca", pca_noise, pca_work, pca_fit, source_options=pca_source,
                     planned_spend=pca_spend, write_outputs=pca_outputs),
+    "covariance": TaskSpec("dp_covariance", covariance_noise, covariance_work, covariance_fit),
 }

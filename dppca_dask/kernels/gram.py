@@ -1,0 +1,41 @@
+"""Per-block kernel of the private-covariance data pass (NumPy only; no Dask, no randomness).
+
+The covariance estimators release functions of Σ(X) = XᵀX/n of the data *clipped* to public
+per-variable bounds [−B_j, B_j] (SPEC_covariance.md §2): clipping is part of the mechanism, so it
+happens here, inside the pass, before any product is formed. Summed over row blocks
+(:func:`~dppca_dask.kernels.passes.row_block_sum`) the block results give XᵀX and the column
+sums of the clipped data (PACE-GGM's optional mean entries) and, only when the caller opts in,
+the number of clipped values per variable (a non-private diagnostic).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dppca_dask.kernels.kendall import check_finite_block
+
+__all__ = ["clipped_gram"]
+
+
+def clipped_gram(
+    block: np.ndarray, bounds: np.ndarray, count_clipped: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Cᵀ C, column sums of C, clipped counts) of the block C = clip(block, −bounds, bounds).
+
+    The counts (values with |x_j| > B_j, per variable) are zeros unless ``count_clipped``.
+
+    Examples
+    --------
+    >>> gram, sums, count = clipped_gram(np.array([[3.0, -1.0], [0.5, 2.0]]),
+    ...                                  np.array([1.0, 1.0]), count_clipped=True)
+    >>> gram.tolist(), sums.tolist(), count.tolist()
+    ([[1.25, -0.5], [-0.5, 2.0]], [1.5, 0.0], [1, 1])
+    """
+    values = np.ascontiguousarray(block, dtype=np.float64)
+    check_finite_block(values)
+    clipped = np.clip(values, -bounds, bounds)
+    if count_clipped:
+        count = np.count_nonzero(np.abs(values) > bounds, axis=0).astype(np.int64)
+    else:
+        count = np.zeros(values.shape[1], dtype=np.int64)
+    return clipped.T @ clipped, clipped.sum(axis=0), count
