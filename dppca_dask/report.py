@@ -257,11 +257,21 @@ def _budget_section(result: Any) -> Section:
 
 
 def _config_section(config: Any) -> Section:
-    from dppca_dask.config import dump_config
+    """The resolved config without a seed, less the option sections of the other tasks (the
+    run's config.yaml keeps them all)."""
+    import yaml
 
-    return Section("Resolved config", pre(dump_config(config))
-                   + "<p class=note>An rng seed, if one was given, is never recorded.</p>",
-                   "config")
+    from dppca_dask.config import TASKS
+
+    data = config.to_dict()
+    for name in TASKS:
+        if name != data.get("task"):
+            data.pop(name, None)
+    text = "# dppca_dask resolved run config (seed never recorded)\n" + yaml.safe_dump(
+        data, sort_keys=False)
+    return Section("Resolved config", pre(text) + "<p class=note>An rng seed, if one was "
+                   "given, is never recorded. The options of the other tasks are left out here; "
+                   "config.yaml next to the outputs has the whole resolved config.</p>", "config")
 
 
 def _work_section(passes: Sequence[Any], timings: Mapping[str, float] | None,

@@ -171,4 +171,5 @@ def test_execute__writes_report_for_every_task(tmp_path, task, passes, pngs):
     assert "Observations (n)</td><td>300<" in page and "Variables (p)</td><td>20<" in page
     assert f"{passes} data pass" in page and "Input read" in page
     assert "987654" not in page and "rng: null" in page
+    assert ("private_plot:" in page) == (task == "score")  # only this task's option section
     assert "Total spent (basic composition)" in _ledger_total_row(page)

@@ -145,14 +145,16 @@ def _label(ax: Any, x: float, y: float, text: str, color: str) -> Any:
                     ha="left" if ux >= 0 else "right", va="bottom" if uy >= 0 else "top",
                     clip_on=False)
     label.set_in_layout(False)  # labels never drive the layout (they stay inside the ±1.3 box)
+    label._dppca_tip = (x, y)  # for a leader line if the label has to move
     return label
 
 
-def repel_labels(fig: Any, groups: Sequence[Sequence[Any]], *, max_rounds: int = 60) -> None:
-    """Nudge overlapping labels of each group apart vertically, once the layout is done.
+def repel_labels(fig: Any, groups: Sequence[Sequence[Any]]) -> None:
+    """Move overlapping labels of each group apart, once the figure's layout is done.
 
-    A small deterministic "repel": while two labels' boxes overlap, the one drawn later moves
-    up or down (away from the other) by the overlap plus a pixel, in display space.
+    Greedy and deterministic: labels are placed in order; one that overlaps a label already
+    placed moves up or down by whole label heights (+1, −1, +2, −2, … up to 4) to the first free
+    position, in display space (it stays where it was if none is free).
     """
     groups = [g for g in groups if len(g) > 1]
     if not groups:
@@ -160,7 +162,7 @@ def repel_labels(fig: Any, groups: Sequence[Sequence[Any]], *, max_rounds: int =
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
     for texts in groups:
-        _repel(texts, renderer, max_rounds)
+        _place(texts, renderer)
 
 
 def _box(text: Any, renderer: Any) -> Any:
@@ -172,28 +174,33 @@ def _box(text: Any, renderer: Any) -> Any:
     return box.padded(2.0)
 
 
-def _repel(texts: Sequence[Any], renderer: Any, max_rounds: int) -> None:
-    start = [t.get_transform().transform(t.get_position())[1] for t in texts]
-    limit = [3.0 * _box(t, renderer).height for t in texts]  # a label moves a few lines at most
-    for _ in range(max_rounds):
-        boxes = [_box(t, renderer) for t in texts]
-        moved = False
-        for i in range(1, len(texts)):
-            for j in range(i):
-                bi, bj = boxes[i], boxes[j]
-                if not bi.overlaps(bj):
-                    continue
-                up = (bi.y0 + bi.y1) >= (bj.y0 + bj.y1)
-                shift = (bj.y1 - bi.y0 + 1.0) if up else -(bi.y1 - bj.y0 + 1.0)
-                t = texts[i]
-                trans = t.get_transform()
-                x, y = trans.transform(t.get_position())
-                y = min(max(y + shift, start[i] - limit[i]), start[i] + limit[i])
-                t.set_position(trans.inverted().transform((x, y)))
-                boxes[i] = _box(t, renderer)
-                moved = True
-        if not moved:
-            return
+def _leader(text: Any) -> None:
+    """A thin grey line from a moved label back to the tip it names (when the tip is known)."""
+    tip = getattr(text, "_dppca_tip", None)
+    if tip is None or text.axes is None:
+        return
+    x, y = text.get_position()
+    (line,) = text.axes.plot([tip[0], x], [tip[1], y], color="#9A9A9A", linewidth=0.5,
+                             zorder=1)
+    line.set_in_layout(False)
+
+
+def _place(texts: Sequence[Any], renderer: Any) -> None:
+    placed: list[Any] = []
+    for t in texts:
+        box = _box(t, renderer)
+        if any(box.overlaps(b) for b in placed):
+            trans = t.get_transform()
+            x, y = trans.transform(t.get_position())
+            step = box.height
+            for k in (1, -1, 2, -2, 3, -3, 4, -4):
+                moved = box.translated(0.0, k * step)
+                if not any(moved.overlaps(b) for b in placed):
+                    t.set_position(trans.inverted().transform((x, y + k * step)))
+                    box = moved
+                    _leader(t)
+                    break
+        placed.append(box)
 
 
 def _label_all(ax: Any, df: pd.DataFrame, tol: float = 0.09) -> None:

@@ -143,6 +143,7 @@ def _draw_arrows(ax: Any, arrows: pd.DataFrame, span: float, base_size: float) -
                 bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.75,
                       "edgecolor": "none"}))
         texts[-1].set_in_layout(False)
+        texts[-1]._dppca_tip = (x1, y1)
     return texts
 
 
