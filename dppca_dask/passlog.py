@@ -39,16 +39,21 @@ class PassRecord:
         return out
 
 
-_KNOWN = (  # task-name prefix -> what the pass computes (first match per graph wins order)
-    ("unit", "Kendall pair sums"),
-    ("kendall", "Kendall pair sums"),
-    ("moments", "covariance moments (non-private reference)"),
-    ("score-center-counts", "frame centre counts"),
-    ("score-radius-counts", "frame radius counts"),
-    ("score-bin-counts", "histogram cell counts"),
-    ("dppca-scree-", "scree aggregates: "),
-    ("pca-scores", "observed scores (non-private reference)"),
-)
+_KNOWN = {  # task names (kernel functions) -> what the pass computes, in report order
+    "unit": "Kendall pair sums",
+    "moments_block": "covariance moments (non-private reference)",
+    "score_sums": "scree: score sums (empirical centre)",
+    "radius_stats": "scree centre: radius counts and clipped sums",
+    "clipped_sums": "scree clipped: clipped sums",
+    "signed_counts": "scree pmwm: cut-off counts",
+    "winsor_sums": "scree pmwm: winsorized sums",
+    "m2_counts": "scree huber: m2 histogram counts",
+    "huber_sums": "scree huber: gradient sums",
+    "center_counts": "score frame: centre counts",
+    "radius_counts": "score frame: radius counts",
+    "bin_counts": "score histogram: cell counts",
+    "project": "observed scores (non-private reference)",
+}
 
 
 def _name(obj: Any) -> str:
@@ -62,14 +67,8 @@ def _name(obj: Any) -> str:
 
 
 def _describe(names: set[str], fallback: str) -> list[str]:
-    out = []
-    for prefix, text in _KNOWN:
-        hits = sorted(n for n in names if n.startswith(prefix))
-        if hits and text.endswith(": "):
-            out.append(text + ", ".join(h.removeprefix(prefix) for h in hits))
-        elif hits:
-            out.append(text)
-    return list(dict.fromkeys(out)) or [fallback]
+    known = [text for name, text in _KNOWN.items() if name in names]
+    return list(dict.fromkeys(known)) or [fallback]
 
 
 def _tasks(objs: tuple[Any, ...]) -> int:

@@ -64,6 +64,8 @@ def test_pca_task__run_writes_one_store_figures_samples_report(tmp_path, demo):
     assert page.count('<img src="data:image/png;base64,') == 3  # pca, loading, scree_pve
     assert "Scree values and PVE" in page and "Score frame and histograms" in page
     assert "4 data passes" in page and "rng: null" in page
+    # one read of the input serves both stages
+    assert "scree centre: radius counts and clipped sums, score frame: centre counts" in page
     # The persistent ledger reserved exactly what the release spent (one method each).
     events = [json.loads(line) for line in
               (tmp_path / "dppca-budget-ledger.jsonl").read_text().splitlines()]
