@@ -131,7 +131,8 @@ class KendallLayout:
 
     @property
     def n_tiles(self) -> int:
-        return len({(i, j) for unit in self.units for i, j, _, _ in unit})
+        nb = self.n_blocks
+        return nb if self.pairs == "blocks" else nb * (nb + 1) // 2
 
     @property
     def n_pairs(self) -> int:
