@@ -12,9 +12,10 @@ Used by the covariance estimators, which are natively ρ-zCDP (SPEC_covariance.m
   ρ = (√(L + ε) − √L)². (Tighter conversions exist -- Canonne, Kamath & Steinke 2020 -- this one
   is the one the spec names and is conservative.)
 
-Invariants: an :class:`Odometer` never lets the recorded spending exceed its total; spending is
-summed with :func:`math.fsum`, and a request that would overshoot only by floating-point rounding
-is trimmed to what is left, so the ledger's ρ always sums to at most the plan's ρ. Nothing here
+Invariants: an :class:`Odometer` never lets the recorded spending exceed its total, summed
+exactly (:func:`math.fsum`) or left to right in float; a request that would overshoot only by
+floating-point rounding is trimmed to what is left, so the ledger's ρ always sums to at most the
+plan's ρ. Nothing here
 touches data or draws noise.
 """
 
@@ -159,6 +160,7 @@ class Odometer:
     def __init__(self, total: float) -> None:
         self.total = float(total)
         self._spent: list[float] = []
+        self._running = 0.0  # the plain left-to-right sum a reader of the ledger would compute
 
     @property
     def spent(self) -> float:
@@ -175,9 +177,11 @@ class Odometer:
             if rho > left + _ROUNDING * self.total:
                 raise BudgetError(f"Refused to spend rho = {rho!r}: only {left!r} is left.")
             rho = left
-        while math.fsum([*self._spent, rho]) > self.total and rho > 0:
+        while rho > 0 and (math.fsum([*self._spent, rho]) > self.total
+                           or self._running + rho > self.total):
             rho = math.nextafter(rho, 0.0)
         self._spent.append(rho)
+        self._running += rho
         return rho
 
 

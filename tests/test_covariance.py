@@ -165,6 +165,7 @@ def test_pace_ggm__spends_at_most_rho(seed, d, n, rho, beta, alpha, rounds, mean
     fit = run_pace_ggm(x.T @ x / n, n=n, rho=rho, control=ctl, rng=rng, mean=x.mean(axis=0))
     spent = ledger_rho(fit.ledger)
     assert spent <= rho
+    assert sum(r.rho for r in fit.ledger) <= rho  # also summed naively, left to right
     assert spent == pytest.approx(rho, rel=1e-9)  # the final round spends what is left
     for record in fit.ledger:  # each record's rho matches its own calibration
         if record.mechanism == "gaussian_zcdp":
@@ -471,3 +472,23 @@ def test_configs_covariance_yaml__is_valid():
     cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "covariance.yaml")
     assert cfg.task == "covariance" and cfg.covariance is not None
     assert cfg.covariance.method == "pace_ggm"
+
+
+@pytest.mark.slow
+def test_benchmark_covariance__quick_mode_runs(tmp_path):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "covariance.py"
+    spec = importlib.util.spec_from_file_location("bench_covariance", script)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_covariance"] = bench
+    try:
+        spec.loader.exec_module(bench)
+        rows = bench.main(["--quick", "--out", str(tmp_path)])
+    finally:
+        del sys.modules["bench_covariance"]
+    assert {r["method"] for r in rows} == {"pace_ggm", "ssp", "diagonal"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "results.csv", "summary.md", "synthetic16.md", "synthetic16.png"]
