@@ -45,6 +45,7 @@ from dppca_dask.errors import ParameterError
 from dppca_dask.kernels.gram import clipped_gram
 from dppca_dask.kernels.graph import compute
 from dppca_dask.kernels.passes import row_block_sum
+from dppca_dask.maxent import psd_project
 from dppca_dask.mechanisms import gaussian_zcdp, gaussian_zcdp_symmetric
 from dppca_dask.pace_ggm import PaceGGMControl, as_control, initial_shares, run_pace_ggm
 from dppca_dask.rng import as_rng
@@ -188,12 +189,6 @@ def _parse_control(method: str, control: Any) -> Any:
     return None
 
 
-def _psd(matrix: np.ndarray) -> np.ndarray:
-    vals, vecs = np.linalg.eigh((matrix + matrix.T) / 2.0)
-    out = (vecs * np.maximum(vals, 0.0)) @ vecs.T
-    return (out + out.T) / 2.0
-
-
 def release_covariance(
     sigma: np.ndarray,
     *,
@@ -238,7 +233,7 @@ def release_covariance(
                                       component="ssp")
         noisy = rel.value.copy()
         np.fill_diagonal(noisy, np.clip(np.diag(noisy), 0.0, 1.0))
-        estimate = _psd(noisy) if control["psd"] else noisy
+        estimate = psd_project(noisy) if control["psd"] else noisy
         sd = np.full((d, d), rel.record.scale / math.sqrt(2.0))
         np.fill_diagonal(sd, rel.record.scale)
         measured = np.ones((d, d), dtype=bool)

@@ -51,7 +51,7 @@ from scipy.sparse.linalg import LinearOperator, cg
 from dppca_dask._validation import parse_choice, parse_int, parse_real
 from dppca_dask.errors import ParameterError
 
-__all__ = ["MaxEntSolution", "components", "maxent"]
+__all__ = ["MaxEntSolution", "components", "maxent", "psd_project"]
 
 _OWNER = "maxent"
 _ARMIJO = 0.25
@@ -384,9 +384,17 @@ def maxent(
     return MaxEntSolution(cov, prec, parts, iterations, converged, gamma, method)
 
 
-def _psd_project(w: np.ndarray, floor: float = 0.0) -> np.ndarray:
+def psd_project(w: np.ndarray, floor: float = 0.0) -> np.ndarray:
+    """Nearest symmetric matrix (Frobenius) with eigenvalues at least ``floor``.
+
+    Examples
+    --------
+    >>> psd_project(np.array([[1.0, 2.0], [2.0, 1.0]])).round(12).tolist()
+    [[1.5, 1.5], [1.5, 1.5]]
+    """
     vals, vecs = np.linalg.eigh((w + w.T) / 2.0)
-    return (vecs * np.maximum(vals, floor)) @ vecs.T
+    out = (vecs * np.maximum(vals, floor)) @ vecs.T
+    return (out + out.T) / 2.0
 
 
 def _pgd(y: np.ndarray, lam: np.ndarray, *, max_iter: int, tol: float) -> MaxEntSolution:
@@ -395,13 +403,12 @@ def _pgd(y: np.ndarray, lam: np.ndarray, *, max_iter: int, tol: float) -> MaxEnt
     step = 1.0 / (2.0 * float(lam.max()))
     its, converged = max_iter, False
     for it in range(1, max_iter + 1):
-        new = _psd_project(w - step * 2.0 * lam * (w - y))
+        new = psd_project(w - step * 2.0 * lam * (w - y))
         change = float(np.linalg.norm(new - w))
         w = new
         if change <= max(tol, 1e-12) * max(1.0, float(np.linalg.norm(w))):
             its, converged = it, True
             break
     scale = max(float(np.trace(w)) / w.shape[0], np.finfo(np.float64).tiny)
-    w = _psd_project(w, floor=1e-10 * scale)
-    w = (w + w.T) / 2.0
+    w = psd_project(w, floor=1e-10 * scale)
     return MaxEntSolution(w, np.linalg.inv(w), components(lam), its, converged, 0.0, "pgd")

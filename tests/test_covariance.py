@@ -462,6 +462,14 @@ def test_cli_covariance__config_errors(tmp_path, zarr_input):
     assert bad.exit_code == 1 and "diag_fraction" in bad.output
     bad = runner.invoke(main, ["plan", str(_run_config(tmp_path, data, bounds=[1.0, 2.0]))])
     assert bad.exit_code == 1 and "'bounds' parameter of dp_covariance" in bad.output
+    import yaml
+
+    config = _run_config(tmp_path, data)
+    settings = yaml.safe_load(config.read_text())
+    del settings["covariance"]
+    config.write_text(yaml.safe_dump(settings))
+    bad = runner.invoke(main, ["plan", str(config)])
+    assert bad.exit_code == 1 and "config key 'covariance' is required" in bad.output
 
 
 def test_configs_covariance_yaml__is_valid():
