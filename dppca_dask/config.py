@@ -110,6 +110,7 @@ class LoadingConfig(_Model):
     cpp_option: bool = True
     non_private: bool = False
     calibration: Literal["classical", "analytic"] = "classical"
+    sensitivity: Literal["seed", "tight"] = "seed"
     block_rows: PositiveInt | None = None
     pairs: Literal["all", "blocks"] = "all"
     pair_block: int = Field(default=4096, ge=2)
@@ -134,6 +135,7 @@ class ScreeConfig(_Model):
     cpp_option: bool = True
     non_private: bool = False
     calibration: Literal["classical", "analytic"] = "classical"
+    sensitivity: Literal["seed", "tight"] = "seed"
     block_rows: PositiveInt | None = None
     directions: str | None = None
     plots: list[Literal["pve", "scree"]] = Field(default_factory=lambda: ["pve", "scree"])
@@ -174,6 +176,7 @@ class ScoreConfig(_Model):
     cpp_option: bool = True
     non_private: bool = False
     calibration: Literal["classical", "analytic"] = "classical"
+    sensitivity: Literal["seed", "tight"] = "seed"
     block_rows: PositiveInt | None = None
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
     group_weights: Literal["observed", "private"] = "observed"
@@ -208,6 +211,7 @@ class PCAConfig(_Model):
     cpp_option: bool = True
     non_private: bool = False
     calibration: Literal["classical", "analytic"] = "classical"
+    sensitivity: Literal["seed", "tight"] = "seed"
     block_rows: PositiveInt | None = None
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
     group_weights: Literal["observed", "private"] = "observed"

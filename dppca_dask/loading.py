@@ -19,6 +19,7 @@ docs/design/kendall_blocks_sensitivity.md.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -41,15 +42,29 @@ from dppca_dask.postprocess import align_signs, ordered_eigh
 from dppca_dask.results import LoadingResult, build_loading_result
 from dppca_dask.rng import as_rng
 
-__all__ = ["PAIRS", "dp_loading", "kendall_sensitivity", "spherical_kendall"]
+__all__ = ["PAIRS", "SENSITIVITIES", "dp_loading", "kendall_sensitivity", "spherical_kendall"]
 
 PAIRS = ("all", "blocks")
 
 
+SENSITIVITIES: tuple[str, ...] = ("seed", "tight")
+"""Per-pair-term bounds: ``"seed"`` 2 (the R package's 4/n), ``"tight"`` √2 (2√2/n)."""
+
+
 def kendall_sensitivity(
-    n: int, *, pairs: str = "all", pair_block: int = DEFAULT_PAIR_BLOCK
+    n: int,
+    *,
+    pairs: str = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
+    bound: str = "seed",
 ) -> float:
     """Frobenius sensitivity of K̂ under replace-one adjacency.
+
+    Replacing one row changes only the pair terms u uᵀ that involve it; each changes by at most
+    2 in Frobenius norm (``bound="seed"``, the R package's bound) or, since
+    ‖uuᵀ − vvᵀ‖²_F = 2 − 2(uᵀv)² ≤ 2 for unit vectors, by at most √2 (``bound="tight"``;
+    docs/design/kendall_sensitivity.md). The figures below are for the seed bound; the tight
+    bound multiplies them by 1/√2.
 
     ``pairs="all"``: 4/n (seed; SPEC §4.3). ``pairs="blocks"``: 2·max_g(b_g − 1)/P over the
     groups of :func:`~dppca_dask.kernels.graph.pair_groups`, P = Σ_g b_g(b_g − 1)/2; one row
@@ -64,11 +79,12 @@ def kendall_sensitivity(
     >>> round(kendall_sensitivity(10, pairs="blocks", pair_block=4), 6)  # groups 4, 3, 3
     0.5
     """
+    term = 2.0 if bound == "seed" else math.sqrt(2.0)
     if pairs == "all":
-        return 4.0 / n
+        return 2.0 * term / n
     sizes = pair_groups(n, pair_block)
     total = sum(s * (s - 1) // 2 for s in sizes)
-    return 2.0 * (max(sizes) - 1) / total
+    return term * (max(sizes) - 1) / total
 
 
 def _parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[str, int]:
@@ -161,6 +177,7 @@ def dp_loading(
     block_rows: int | None = None,
     pairs: Literal["all", "blocks"] = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
+    sensitivity: Literal["seed", "tight"] = "seed",
 ) -> LoadingResult:
     """Estimate differentially private PC directions from a noisy spherical Kendall matrix.
 
@@ -205,6 +222,10 @@ def dp_loading(
         does); the release is private either way.
     pair_block
         Maximum rows per group for ``pairs="blocks"`` (at least 2; default 4096).
+    sensitivity
+        ``"seed"`` (default, for fidelity with the R package): Frobenius sensitivity 4/n.
+        ``"tight"``: 2√2/n, from ‖uuᵀ − vvᵀ‖_F ≤ √2 for unit vectors -- the same guarantee with
+        1/√2 of the noise (proof: docs/design/kendall_sensitivity.md).
 
     Returns
     -------
@@ -230,12 +251,14 @@ def dp_loading(
     non_private = parse_bool(non_private, "non_private", owner)
     calibration = parse_choice(calibration, "calibration", owner, CALIBRATIONS)  # type: ignore[assignment]
     pairs, pair_block = _parse_pairs(pairs, pair_block, owner)  # type: ignore[assignment]
+    sensitivity = parse_choice(sensitivity, "sensitivity", owner, SENSITIVITIES)  # type: ignore[assignment]
     plan = resolve_budget(privacy, owner=owner)
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner)
     return _fit_loading(
         source, plan, calibration=calibration, cpp_option=cpp_option, non_private=non_private,
         rng_state=state, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
+        sensitivity=sensitivity,
     )
 
 
@@ -250,10 +273,13 @@ def _fit_loading(
     block_rows: int | None,
     pairs: str = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
+    sensitivity: str = "seed",
 ) -> LoadingResult:
     """Run the loading stage on a validated source (shared with dp_pca and the CLI)."""
     budget = plan.spend("loading")
-    sensitivity = kendall_sensitivity(source.n, pairs=pairs, pair_block=pair_block)
+    bound = sensitivity
+    sensitivity_value = kendall_sensitivity(source.n, pairs=pairs, pair_block=pair_block,
+                                            bound=bound)
     graph, layout = kendall_sum(
         source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
         reread="auto" if source.origin == "zarr" else False,
@@ -262,9 +288,13 @@ def _fit_loading(
     computed = compute(*lazy)
     k = _kendall_from_parts(computed[0], layout.n_pairs)
     release = gaussian_symmetric_matrix(
-        k, sensitivity=sensitivity, budget=budget, calibration=calibration,
+        k, sensitivity=sensitivity_value, budget=budget, calibration=calibration,
         rng=rng_state.generator, component="loading",
     )
+    if bound == "tight":
+        release = dataclasses.replace(release, record=dataclasses.replace(
+            release.record, note=f"{release.record.note}; sensitivity='tight': sqrt(2) per "
+            "pair term (docs/design/kendall_sensitivity.md)"))
     if pairs == "blocks":
         sizes = layout.block_sizes
         note = (
@@ -295,6 +325,7 @@ def _fit_loading(
         seeded=rng_state.seeded,
         extra={
             "cpp_option": cpp_option, "pairs": pairs, "pair_block": pair_block,
+            "sensitivity": bound,
             "kendall_layout": layout.as_dict(),
         },
     )

@@ -47,7 +47,7 @@ from dppca_dask.frame import FRAME_METHODS
 from dppca_dask.histograms import parse_bins
 from dppca_dask.histograms import parse_methods as parse_score_methods
 from dppca_dask.kernels.graph import compute
-from dppca_dask.loading import _fit_loading
+from dppca_dask.loading import SENSITIVITIES, _fit_loading
 from dppca_dask.pca_result import PCAResult, build_pca_result
 from dppca_dask.results import LoadingResult, _freeze, _labels, base_metadata
 from dppca_dask.rng import RngState, as_rng
@@ -163,6 +163,7 @@ def dp_pca(
     center: Any = "private",
     frame: Literal["durfee", "smooth"] = "durfee",
     block_rows: int | None = None,
+    sensitivity: Literal["seed", "tight"] = "seed",
 ) -> PCAResult:
     """Differentially private PCA: directions, scree values/PVE and score histograms at once.
 
@@ -200,6 +201,9 @@ def dp_pca(
         Also store the non-private references of every part (NOT private).
     calibration
         ``"classical"`` (default) or ``"analytic"`` Gaussian calibration.
+    sensitivity
+        Bound used for the loading (Kendall) noise: ``"seed"`` (4/n, default) or ``"tight"``
+        (2√2/n); see :func:`~dppca_dask.dp_loading`.
     rng
         ``None``, an int seed or a Generator; the seed is never stored.
     center
@@ -246,13 +250,15 @@ def dp_pca(
     calibration = parse_choice(calibration, "calibration", _OWNER, CALIBRATIONS)  # type: ignore[assignment]
     frame = parse_choice(frame, "frame", _OWNER, FRAME_METHODS)  # type: ignore[assignment]
     centering = _parse_center(center)
+    sensitivity = parse_choice(sensitivity, "sensitivity", _OWNER, SENSITIVITIES)  # type: ignore[assignment]
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_cols=2, group=group)
     return _fit_pca(source, plan, k=k, scree_methods=scree_methods, controls=controls,
                     bins=bins, hist_methods=hist_methods, axes=axes, V_dp=V_dp, mono=mono,
                     cpp_option=cpp_option, non_private=non_private, calibration=calibration,
-                    rng_state=state, center=centering, frame=frame, block_rows=block_rows)
+                    rng_state=state, center=centering, frame=frame, block_rows=block_rows,
+                    sensitivity=sensitivity)
 
 
 def _fit_pca(
@@ -274,6 +280,7 @@ def _fit_pca(
     center: Any,
     frame: str,
     block_rows: int | None = None,
+    sensitivity: str = "seed",
 ) -> PCAResult:
     """Run dp_pca on a validated source (shared with the CLI's ``pca`` task)."""
     n, p = source.n, source.p
@@ -300,6 +307,7 @@ def _fit_pca(
     loading_budget = plan["loading"]
     if supplied is None:
         loading = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
+                               sensitivity=sensitivity,
                                non_private=non_private, rng_state=rng_state,
                                block_rows=block_rows)
         passes += 1

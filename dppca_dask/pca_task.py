@@ -86,7 +86,8 @@ def _as_score(cfg: RunConfig) -> RunConfig:
     o = cfg.pca
     score = cfg.score.model_copy(update={
         "axes": o.axes, "bins": o.bins, "method": o.score_method, "frame": o.frame,
-        "calibration": o.calibration, "block_rows": o.block_rows, "sampling": o.sampling})
+        "calibration": o.calibration, "sensitivity": o.sensitivity, "block_rows": o.block_rows,
+        "sampling": o.sampling})
     return cfg.model_copy(update={"score": score})
 
 
@@ -174,7 +175,7 @@ def pca_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngStat
         axes=parse_axes(opts.axes, _OWNER), V_dp=None, mono=opts.mono,
         cpp_option=opts.cpp_option, non_private=opts.non_private,
         calibration=opts.calibration, rng_state=state, center=_parse_center(opts.center),
-        frame=opts.frame, block_rows=opts.block_rows)
+        frame=opts.frame, block_rows=opts.block_rows, sensitivity=opts.sensitivity)
 
 
 def _long_samples(samples: dict[str, pd.DataFrame], method: str, observed: bool

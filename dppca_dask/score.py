@@ -43,7 +43,7 @@ from dppca_dask.histograms import (
     parse_methods,
     release_histograms,
 )
-from dppca_dask.loading import LoadingResult, _fit_loading
+from dppca_dask.loading import SENSITIVITIES, LoadingResult, _fit_loading
 from dppca_dask.results import _freeze, _labels, base_metadata
 from dppca_dask.rng import RngState, as_rng
 from dppca_dask.score_result import ScoreResult
@@ -102,7 +102,7 @@ def _parse_directions(V_dp: Any, source: DataSource, owner: str) -> np.ndarray:
 
 def _directions(
     source: DataSource, plan: BudgetPlan, V_dp: Any, *, calibration: str, cpp_option: bool,
-    state: RngState, block_rows: int | None,
+    state: RngState, block_rows: int | None, sensitivity: str = "seed",
 ) -> tuple[np.ndarray, tuple[SpendRecord, ...]]:
     if V_dp is not None:
         prior = plan["loading"]
@@ -111,7 +111,8 @@ def _directions(
                              note="directions released earlier; recorded, not spent again")
         return V_dp, (record,)
     fit = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
-                       non_private=False, rng_state=state, block_rows=block_rows)
+                       non_private=False, rng_state=state, block_rows=block_rows,
+                       sensitivity=sensitivity)
     return np.asarray(fit.directions.values), fit.ledger
 
 
@@ -130,6 +131,7 @@ def dp_score(
     calibration: Literal["classical", "analytic"] = "classical",
     rng: Any = None,
     block_rows: int | None = None,
+    sensitivity: Literal["seed", "tight"] = "seed",
 ) -> ScoreResult:
     """Differentially private 2-D histograms of PC scores inside a private frame.
 
@@ -176,6 +178,9 @@ def dp_score(
     calibration
         Gaussian calibration of the loading noise and the add histogram: ``"classical"`` or
         ``"analytic"``.
+    sensitivity
+        Bound used for the loading (Kendall) noise: ``"seed"`` (4/n, default) or ``"tight"``
+        (2√2/n); see :func:`~dppca_dask.dp_loading`.
     rng
         ``None``, an int seed, or a generator; the seed is never stored.
     block_rows
@@ -212,12 +217,14 @@ def dp_score(
     axes = parse_axes(axes, owner)
     if bins is not None:
         parse_bins(bins, 2, owner)
+    sensitivity = parse_choice(sensitivity, "sensitivity", owner, SENSITIVITIES)  # type: ignore[assignment]
     plan = resolve_budget(privacy, owner=owner, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner, min_cols=2, group=group)
     return _fit_score(source, plan, axes=axes, bins=bins, methods=methods, V_dp=V_dp,
                       frame=frame, cpp_option=cpp_option, non_private=non_private,
-                      calibration=calibration, rng_state=state, block_rows=block_rows)
+                      calibration=calibration, rng_state=state, block_rows=block_rows,
+                      sensitivity=sensitivity)
 
 
 def _fit_score(
@@ -234,6 +241,7 @@ def _fit_score(
     calibration: str,
     rng_state: RngState,
     block_rows: int | None,
+    sensitivity: str = "seed",
 ) -> ScoreResult:
     """Run dp_score on a validated source (shared with the CLI's ``score`` task)."""
     owner = "dp_score"
@@ -245,7 +253,8 @@ def _fit_score(
     axes = parse_axes(axes, owner, source.p if directions is None else directions.shape[1])
     m_bins = parse_bins(bins, source.n, owner)
     v, records = _directions(source, plan, directions, calibration=calibration,
-                             cpp_option=cpp_option, state=state, block_rows=block_rows)
+                             cpp_option=cpp_option, state=state, block_rows=block_rows,
+                             sensitivity=sensitivity)
     return run_steps(_score_steps(
         source, plan, v, records, axes=axes, m_bins=m_bins, methods=methods, frame=frame,
         non_private=non_private, calibration=calibration, rng_state=state,

@@ -71,7 +71,7 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
     bins, methods = _check(cfg, src)
     opts = cfg.score
     loading = plan.spend("loading")
-    sens = kendall_sensitivity(src.n)
+    sens = kendall_sensitivity(src.n, bound=opts.sensitivity)
     score = plan.spend("score")
     smooth = opts.frame == "smooth"
     frame_eps = FRAME_SHARE * score.eps
@@ -133,6 +133,7 @@ def score_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngSt
         methods=parse_methods(list(opts.method), _OWNER), V_dp=None, frame=opts.frame,
         cpp_option=opts.cpp_option, non_private=opts.non_private,
         calibration=opts.calibration, rng_state=state, block_rows=opts.block_rows,
+        sensitivity=opts.sensitivity,
     )
 
 

@@ -30,7 +30,7 @@ from dppca_dask.budget import BudgetPlan, resolve_budget
 from dppca_dask.data import DataSource, as_data
 from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.kernels.graph import moments
-from dppca_dask.loading import _fit_loading
+from dppca_dask.loading import SENSITIVITIES, _fit_loading
 from dppca_dask.postprocess import monotone_scree, ordered_eigh, scree_to_pve
 from dppca_dask.results import LoadingResult
 from dppca_dask.rng import RngState, as_rng
@@ -115,6 +115,7 @@ def dp_scree(
     calibration: Literal["classical", "analytic"] = "classical",
     rng: Any = None,
     center: Any = "private",
+    sensitivity: Literal["seed", "tight"] = "seed",
 ) -> ScreeResult:
     """Differentially private scree values (variances along private PC directions) and PVE.
 
@@ -161,6 +162,9 @@ def dp_scree(
         exact variance along each released direction.
     calibration
         ``"classical"`` (default, the package's σ) or ``"analytic"`` (Balle & Wang 2018).
+    sensitivity
+        Bound used for the loading (Kendall) noise: ``"seed"`` (4/n, default) or ``"tight"``
+        (2√2/n); see :func:`~dppca_dask.dp_loading`.
     rng
         ``None`` (OS entropy), an int seed or a Generator; the seed is never stored.
     center
@@ -200,12 +204,14 @@ def dp_scree(
     non_private = parse_bool(non_private, "non_private", _OWNER)
     calibration = parse_choice(calibration, "calibration", _OWNER, CALIBRATIONS)  # type: ignore[assignment]
     centering = _parse_center(center)
+    sensitivity = parse_choice(sensitivity, "sensitivity", _OWNER, SENSITIVITIES)  # type: ignore[assignment]
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER)
     return _fit_scree(source, plan, methods=methods, controls=controls, k=k, V_dp=V_dp,
                       mono=mono, cpp_option=cpp_option, non_private=non_private,
-                      calibration=calibration, rng_state=state, center=centering)
+                      calibration=calibration, rng_state=state, center=centering,
+                      sensitivity=sensitivity)
 
 
 def _fit_scree(
@@ -225,6 +231,7 @@ def _fit_scree(
     block_rows: int | None = None,
     lockstep: bool = True,
     backend: Any = None,
+    sensitivity: str = "seed",
 ) -> ScreeResult:
     """Run dp_scree on a validated source (shared with the CLI task); see :func:`dp_scree`."""
     n, p = source.n, source.p
@@ -247,7 +254,8 @@ def _fit_scree(
     ledger: list[SpendRecord] = []
     if supplied is None:
         loading = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
-                               non_private=False, rng_state=rng_state, block_rows=block_rows)
+                               non_private=False, rng_state=rng_state, block_rows=block_rows,
+                               sensitivity=sensitivity)
         directions, how = loading.directions.values[:, :k], "dp_loading"
         ledger.extend(loading.ledger)
     else:

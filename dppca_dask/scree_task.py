@@ -78,7 +78,7 @@ def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
     lines = []
     loading = plan["loading"]
     if opts.directions is None:
-        sens = kendall_sensitivity(n)
+        sens = kendall_sensitivity(n, bound=opts.sensitivity)
         lines.append(f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
                      f"gaussian_symmetric_matrix, Frobenius sensitivity {_r(sens)}, noise sd "
                      f"{_r(symmetric_noise_sigma(sens, loading, opts.calibration))} "
@@ -167,7 +167,7 @@ def scree_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngSt
         controls=resolve_controls(methods, dict(opts.controls), owner=_OWNER), k=opts.k,
         V_dp=v_dp, mono=opts.mono, cpp_option=opts.cpp_option, non_private=opts.non_private,
         calibration=opts.calibration, rng_state=state, center=_parse_center(opts.center),
-        block_rows=opts.block_rows,
+        block_rows=opts.block_rows, sensitivity=opts.sensitivity,
     )
 
 

@@ -76,7 +76,8 @@ def spent_allocations(plan: BudgetPlan) -> PrivacyBudget:
 def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> list[str]:
     spend = budget.spend("loading")
     opts = cfg.loading
-    sensitivity = kendall_sensitivity(src.n, pairs=opts.pairs, pair_block=opts.pair_block)
+    sensitivity = kendall_sensitivity(src.n, pairs=opts.pairs, pair_block=opts.pair_block,
+                                      bound=opts.sensitivity)
     sigma = symmetric_noise_sigma(sensitivity, spend, cfg.loading.calibration)
     return [
         f"  loading: eps = {format_r_scalar(spend.eps)} ; delta = {format_r_scalar(spend.delta)}"
@@ -109,7 +110,7 @@ def _loading_fit(
     return _fit_loading(
         source, budget, calibration=opts.calibration, cpp_option=opts.cpp_option,
         non_private=opts.non_private, rng_state=state, block_rows=opts.block_rows,
-        pairs=opts.pairs, pair_block=opts.pair_block,
+        pairs=opts.pairs, pair_block=opts.pair_block, sensitivity=opts.sensitivity,
     )
 
 

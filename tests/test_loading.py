@@ -301,3 +301,63 @@ def test_dp_loading__bad_pairs_arguments(spiked, kwargs, match):
         dp_loading(spiked, privacy=PRIV, **kwargs)
     with pytest.raises(ParameterError):
         spherical_kendall(spiked, **kwargs)
+
+
+# --- sensitivity="tight" (issue 9) ------------------------------------------------------------
+def test_kendall_sensitivity__tight_is_seed_over_sqrt2():
+    from dppca_dask.loading import kendall_sensitivity
+
+    assert kendall_sensitivity(100, bound="tight") == pytest.approx(2 * np.sqrt(2) / 100)
+    for n, b in ((1000, 64), (10, 4), (12345, 999)):
+        seed = kendall_sensitivity(n, pairs="blocks", pair_block=b)
+        tight = kendall_sensitivity(n, pairs="blocks", pair_block=b, bound="tight")
+        assert tight == pytest.approx(seed / np.sqrt(2))
+
+
+def test_kendall_sensitivity__tight_bound_holds_on_neighbours(global_seed):
+    """‖K̂(X) − K̂(X')‖_F ≤ 2√2/n for random and adversarial replace-one neighbours."""
+    from dppca_dask.audit import kendall_neighbours
+    from dppca_dask.loading import kendall_sensitivity
+
+    rng = np.random.default_rng(global_seed)
+    cases = [kendall_neighbours(30, 3), kendall_neighbours(7, 2)]
+    for _ in range(20):
+        n, p = int(rng.integers(3, 25)), int(rng.integers(1, 5))
+        x = rng.standard_t(2, size=(n, p))
+        y = x.copy()
+        y[rng.integers(n)] = rng.normal(size=p) * 10 ** rng.uniform(-2, 6)
+        cases.append((x, y))
+    worst = 0.0
+    for x, y in cases:
+        n = len(x)
+        change = float(np.linalg.norm(spherical_kendall(x).values - spherical_kendall(y).values))
+        assert change <= kendall_sensitivity(n, bound="tight") * (1 + 1e-9)
+        worst = max(worst, change / kendall_sensitivity(n, bound="tight"))
+    assert worst > 0.99  # the adversarial pair attains the bound: it cannot be lowered
+
+
+def test_dp_loading__tight_sensitivity_less_noise(spiked):
+    pc = privacy_control(eps=0.5, delta=1e-5)
+    seed = dp_loading(spiked, privacy=pc, rng=0)
+    tight = dp_loading(spiked, privacy=pc, rng=0, sensitivity="tight")
+    assert tight.ledger[0].scale == pytest.approx(seed.ledger[0].scale / np.sqrt(2))
+    assert tight.ledger[0].sensitivity == pytest.approx(2 * np.sqrt(2) / 150)
+    assert tight.metadata["sensitivity"] == "tight"
+    with pytest.raises(ParameterError, match="'sensitivity' parameter of dp_loading"):
+        dp_loading(spiked, privacy=pc, sensitivity="loose")
+
+
+@pytest.mark.parametrize("owner", ["dp_scree", "dp_score", "dp_pca"])
+def test_estimators__pass_tight_sensitivity_to_the_loading_release(spiked, owner):
+    import dppca_dask
+
+    fn = getattr(dppca_dask, owner)
+    extra = {"control": {"C_clip": 50.0}} if owner == "dp_scree" else {}
+    if owner == "dp_pca":
+        extra = {"scree_control": {"C_clip": 50.0}}
+    fits = [fn(spiked, privacy=privacy_control(eps=1.0, delta=1e-5), rng=0, sensitivity=s,
+               **extra) for s in ("seed", "tight")]
+    scales = [next(r.scale for r in f.ledger if r.component == "loading") for f in fits]
+    assert scales[1] == pytest.approx(scales[0] / np.sqrt(2))
+    with pytest.raises(ParameterError, match=f"'sensitivity' parameter of {owner}"):
+        fn(spiked, privacy=privacy_control(eps=1.0, delta=1e-5), sensitivity=2, **extra)
