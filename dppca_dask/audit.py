@@ -17,11 +17,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["AuditResult", "clopper_pearson", "epsilon_lower_bound"]
+__all__ = [
+    "MECHANISMS",
+    "AuditResult",
+    "audit_histogram_release",
+    "audit_kendall_release",
+    "audit_mechanism",
+    "clopper_pearson",
+    "epsilon_lower_bound",
+    "kendall_neighbours",
+]
 
 
 def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
@@ -51,11 +61,13 @@ class AuditResult:
     alpha: float
 
 
-def _empirical_eps(a: np.ndarray, b: np.ndarray, t: float, delta: float) -> float:
-    pa, pb = np.mean(a > t), np.mean(b > t)
-    if pb <= 0 or pa <= delta:
+def _cp_bound(x: np.ndarray, y: np.ndarray, t: float, delta: float, alpha: float) -> float:
+    """ln((CP-lower P[x > t] − δ) / CP-upper P[y > t]), or −inf when uninformative."""
+    p_lo, _ = clopper_pearson(int(np.sum(x > t)), len(x), alpha)
+    _, q_hi = clopper_pearson(int(np.sum(y > t)), len(y), alpha)
+    if p_lo <= delta or q_hi <= 0:
         return -math.inf
-    return math.log((pa - delta) / pb)
+    return math.log((p_lo - delta) / q_hi)
 
 
 def epsilon_lower_bound(
@@ -84,10 +96,11 @@ def epsilon_lower_bound(
     pairs = {1: ((a1, b1), (a2, b2)), -1: ((-b1, -a1), (-b2, -a2))}
     best = (-math.inf, 0.0, 1)
     for direction, ((xs, ys), _) in pairs.items():
-        for t in np.quantile(xs, np.linspace(0.5, 1.0, 200, endpoint=False)):
+        pooled = np.concatenate([xs, ys])
+        for t in np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, 401))):
             if np.sum(xs > t) < min_tail:
                 continue
-            eps = _empirical_eps(xs, ys, float(t), delta)
+            eps = _cp_bound(xs, ys, float(t), delta, alpha)
             if eps > best[0]:
                 best = (eps, float(t), direction)
     _, t, direction = best
@@ -158,3 +171,138 @@ def audit_kendall_release(
         return out
 
     return epsilon_lower_bound(scores(k_dp), scores(k_d), delta=delta, alpha=alpha)
+
+
+def audit_histogram_release(
+    *,
+    method: str,
+    eps: float,
+    delta: float,
+    calibration: str = "classical",
+    n: int = 1000,
+    reps: int = 20000,
+    misstate: float = 1.0,
+    alpha: float = 0.05,
+    rng: np.random.Generator,
+) -> AuditResult:
+    """Audit the dp_score histogram mechanisms on worst-case neighbouring count vectors.
+
+    One observation moves from cell A to cell B (replace-one). ``"add"``: A = B = 50 vs
+    49 / 51; the statistic is released(B) − released(A). ``"sparse"``: A = 10, B = 0 vs 9 / 1, so
+    B can appear only under D' (the δ part), and the statistic is released(B) (values below the
+    sampled quantile grid cannot be picked; released(B) > 0 is the event). ``misstate > 1``
+    breaks the mechanism on purpose: ``"add"`` is calibrated to misstate·ε; ``"sparse"`` uses a
+    threshold computed for δ·misstate.
+    """
+    from dppca_dask.budget import PrivacyBudget
+    from dppca_dask.mechanisms import gaussian_histogram, stability_histogram
+
+    cells = 8
+    if method == "add":
+        d = np.zeros(cells)
+        d[:2] = 50
+        d_prime = d.copy()
+        d_prime[0], d_prime[1] = 49, 51
+        budget = PrivacyBudget(eps * misstate, delta)
+
+        def stat(counts: np.ndarray) -> float:
+            out = gaussian_histogram(counts, budget=budget, calibration=calibration, rng=rng,
+                                     component="audit").value
+            return float(out[1] - out[0])
+    elif method == "sparse":
+        d = np.zeros(cells)
+        d[0] = 10
+        d_prime = d.copy()
+        d_prime[0], d_prime[1] = 9, 1
+        budget = PrivacyBudget(eps, min(delta * misstate, 0.999))
+
+        def stat(counts: np.ndarray) -> float:
+            out = stability_histogram(counts / n, n=n, budget=budget, rng=rng,
+                                      component="audit").value
+            return float(out[1] > 0) + float(out[1])
+    else:
+        raise ValueError(f"Unknown histogram method {method!r}.")
+    scores_dp = np.array([stat(d_prime) for _ in range(reps)])
+    scores_d = np.array([stat(d) for _ in range(reps)])
+    if method == "sparse":  # the event "B released": compare its frequencies directly
+        k_x, k_y = int(np.sum(scores_dp > 0)), int(np.sum(scores_d > 0))
+        p_lo, _ = clopper_pearson(k_x, reps, alpha)
+        _, q_hi = clopper_pearson(k_y, reps, alpha)
+        bound = math.log((p_lo - delta) / q_hi) if p_lo > delta else 0.0
+        shift = epsilon_lower_bound(scores_dp, scores_d, delta=delta, alpha=alpha)
+        if shift.epsilon_lower > bound:
+            return shift
+        return AuditResult(max(bound, 0.0), 0.0, 1, k_x, k_y, reps, alpha)
+    return epsilon_lower_bound(scores_dp, scores_d, delta=delta, alpha=alpha)
+
+
+def _scalar_audit(
+    draw: Any, value_d: Any, value_dprime: Any, *, delta: float, reps: int, alpha: float
+) -> AuditResult:
+    a = np.array([draw(value_dprime) for _ in range(reps)], dtype=np.float64)
+    b = np.array([draw(value_d) for _ in range(reps)], dtype=np.float64)
+    return epsilon_lower_bound(a, b, delta=delta, alpha=alpha)
+
+
+def audit_mechanism(
+    name: str,
+    *,
+    eps: float,
+    delta: float,
+    reps: int = 20000,
+    broken: bool = False,
+    alpha: float = 0.05,
+    rng: np.random.Generator,
+) -> AuditResult:
+    """Audit one mechanism of :mod:`dppca_dask.mechanisms` at its stated sensitivity.
+
+    Worst-case neighbouring inputs for each (Δ = 1 unless said otherwise):
+
+    * ``gaussian_release`` / ``laplace_release``: value 0 vs Δ (the scree mechanisms);
+    * ``gaussian_zcdp``: value 0 vs Δ at ρ with ρ + 2√(ρ ln(1/δ)) = ε (the covariance ones);
+    * ``exponential_mechanism``: scores (0, Δ) vs (Δ, 0), which attains ε exactly;
+    * ``above_threshold``: counts c_i = i vs c_i + 1 (the Durfee searches); statistic: the
+      stopping index.
+
+    ``broken=True`` under-states the sensitivity (or over-states ε) ten-fold.
+    """
+    from dppca_dask.budget import PrivacyBudget
+    from dppca_dask.mechanisms import (
+        above_threshold,
+        exponential_mechanism,
+        gaussian_release,
+        gaussian_zcdp,
+        laplace_release,
+    )
+    from dppca_dask.zcdp import zcdp_rho
+
+    factor = 0.1 if broken else 1.0
+    kw = {"delta": delta, "reps": reps, "alpha": alpha}
+    if name == "gaussian_release":
+        budget = PrivacyBudget(eps, delta)
+        return _scalar_audit(lambda v: gaussian_release(
+            np.array([v]), sensitivity=factor, budget=budget, calibration="analytic", rng=rng,
+            component="audit").value[0], 0.0, 1.0, **kw)
+    if name == "laplace_release":
+        return _scalar_audit(lambda v: laplace_release(
+            np.array([v]), sensitivity=factor, eps=eps, rng=rng, component="audit").value[0],
+            0.0, 1.0, **kw)
+    if name == "gaussian_zcdp":
+        rho = zcdp_rho(eps, delta)
+        return _scalar_audit(lambda v: np.asarray(gaussian_zcdp(
+            np.array([v]), sensitivity=factor, rho=rho, rng=rng, component="audit").value)[0],
+            0.0, 1.0, **kw)
+    if name == "exponential_mechanism":
+        return _scalar_audit(lambda s: float(exponential_mechanism(
+            np.asarray(s), epsilon=eps, sensitivity=factor, rng=rng, component="audit"
+        ).value == 0), (0.0, 1.0), (1.0, 0.0), **kw)
+    if name == "above_threshold":
+        base = np.arange(200, dtype=np.float64)
+        return _scalar_audit(lambda c: float(above_threshold(
+            c, threshold=100.0, eps=eps / factor, rng=rng, component="audit").value[0]),
+            base + 1.0, base, **kw)
+    raise ValueError(f"Unknown mechanism {name!r}.")
+
+
+MECHANISMS = ("gaussian_release", "laplace_release", "gaussian_zcdp", "exponential_mechanism",
+              "above_threshold")

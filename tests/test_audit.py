@@ -57,3 +57,29 @@ def test_audit_kendall__correct_passes_broken_caught(calibration):
     broken = audit_kendall_release(eps=eps, delta=1e-5, calibration=calibration, reps=8000,
                                    sensitivity_factor=0.1, rng=np.random.default_rng(4))
     assert broken.epsilon_lower > eps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gaussian_release", "laplace_release", "gaussian_zcdp",
+                                  "exponential_mechanism", "above_threshold"])
+def test_audit_mechanism__correct_passes_broken_caught(name):
+    from dppca_dask.audit import audit_mechanism
+
+    ok = audit_mechanism(name, eps=1.0, delta=1e-5, reps=4000, rng=np.random.default_rng(7))
+    assert ok.epsilon_lower <= 1.0
+    bad = audit_mechanism(name, eps=1.0, delta=1e-5, reps=4000, broken=True,
+                          rng=np.random.default_rng(8))
+    assert bad.epsilon_lower > 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("method", "misstate"), [("add", 10.0), ("sparse", 1e4)])
+def test_audit_histograms__correct_passes_broken_caught(method, misstate):
+    from dppca_dask.audit import audit_histogram_release
+
+    ok = audit_histogram_release(method=method, eps=1.0, delta=1e-5, reps=4000,
+                                 rng=np.random.default_rng(9))
+    assert ok.epsilon_lower <= 1.0
+    bad = audit_histogram_release(method=method, eps=1.0, delta=1e-5, reps=4000,
+                                  misstate=misstate, rng=np.random.default_rng(10))
+    assert bad.epsilon_lower > 1.0
