@@ -51,6 +51,14 @@ def _handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.version_option(package_name="dppca_dask", prog_name="dppca-dask")
 def main(traceback: bool) -> None:
     """Differentially private PCA summaries of large datasets with Dask."""
+    import warnings
+
+    warnings.formatwarning = _format_warning
+
+
+def _format_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> str:
+    """Warnings on the command line: one line, no source excerpt."""
+    return f"Warning: {message}\n"
 
 
 @main.command()

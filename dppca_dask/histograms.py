@@ -68,6 +68,10 @@ def default_bins(n: int, rule: str = "J") -> int:
     return max(1, round(value))
 
 
+MAX_BINS = 4096
+"""Largest number of bins per axis (16.7 M cells in all): guards memory, far past any plot."""
+
+
 def parse_bins(bins: Any, n: int, owner: str) -> tuple[int, int]:
     """``(m_x, m_y)`` from ``bins``: None → the "J" rule on both axes; an int → both axes."""
     if bins is None:
@@ -84,6 +88,8 @@ def parse_bins(bins: Any, n: int, owner: str) -> tuple[int, int]:
             v, bool | np.bool_)
         if not ok or not math.isfinite(float(v)) or not float(v).is_integer() or v < 1:
             raise bad_param("bins", owner, BINS_RULE, bins)
+        if v > MAX_BINS:
+            raise bad_param("bins", owner, f"{BINS_RULE} (at most {MAX_BINS} per axis)", bins)
         parsed.append(int(v))
     return (parsed[0], parsed[0]) if len(parsed) == 1 else (parsed[0], parsed[1])
 

@@ -158,3 +158,42 @@ def test_fuzz__config_yaml_with_python_tags_is_rejected(tmp_path):
     with pytest.raises(DPPCAError, match="not valid YAML"):
         load_config(path)
     assert yaml.safe_load("a: 1") == {"a": 1}
+
+
+WEIRD = [None, -1, 0, 0.5, 2, 1e9, np.nan, np.inf, "x", "", [1], [1, 2], (2, 1), (1, 1),
+         {"a": 1}, True, [1, 2, 3], np.array([1, 2]), ("add", "sparse"), {"C_clip": 1.0}]
+
+
+@fuzz
+@given(
+    st.sampled_from(["dp_scree", "dp_score", "dp_pca", "dp_covariance", "dp_loading"]),
+    st.sampled_from(["k", "method", "control", "center", "mono", "V_dp", "axes", "bins",
+                     "group", "frame", "scree_method", "scree_control", "score_method",
+                     "rho", "bounds", "block_rows", "pairs", "pair_block", "calibration",
+                     "sensitivity", "cpp_option", "non_private"]),
+    st.sampled_from(WEIRD),
+)
+def test_fuzz__estimator_arguments(owner, name, value):
+    """Any value for any argument: a correct fit or a DPPCAError (never NumPy/Dask errors)."""
+    import inspect
+
+    import dppca_dask
+
+    fn = getattr(dppca_dask, owner)
+    if name not in inspect.signature(fn).parameters:
+        return
+    x = np.random.default_rng(1).normal(size=(40, 3))
+    kwargs: dict = {"rng": 0}
+    if owner == "dp_covariance":
+        kwargs.update(rho=0.5, bounds=3.0)
+    else:
+        kwargs["privacy"] = privacy_control(eps=2.0, delta=1e-5)
+    if owner == "dp_scree":
+        kwargs["control"] = {"C_clip": 5.0}
+    if owner == "dp_pca":
+        kwargs["scree_control"] = {"C_clip": 5.0}
+    kwargs[name] = value
+    try:
+        fn(x, **kwargs)
+    except DPPCAError:
+        pass

@@ -42,6 +42,7 @@ import numpy as np
 from dask.delayed import Delayed, delayed
 from threadpoolctl import threadpool_limits
 
+from dppca_dask._validation import parse_int
 from dppca_dask.errors import ChunkingError
 from dppca_dask.kernels.kendall import check_finite_block, tile_blas_unfused, tile_reference
 from dppca_dask.kernels.kendall_fused import PANEL_ROWS, tile_fused
@@ -286,9 +287,8 @@ def kendall_layout(
     elif pairs != "all":
         raise ChunkingError(f"pairs must be 'all' or 'blocks'. Got {pairs!r} instead.")
     if block_sizes is None:
-        b = DEFAULT_BLOCK_ROWS if block_rows is None else int(block_rows)
-        if b < 1:
-            raise ChunkingError(f"block_rows must be a positive int. Got {block_rows!r} instead.")
+        b = DEFAULT_BLOCK_ROWS if block_rows is None else parse_int(
+            block_rows, "block_rows", "the Kendall pass", low=1, cls=ChunkingError)
         block_sizes = _block_sizes(n, b)
     sizes = tuple(int(s) for s in block_sizes)
     if sum(sizes) != n or any(s < 1 for s in sizes):
