@@ -104,19 +104,37 @@ class PrivacyConfig(_Model):
         return privacy_control(eps=self.eps, delta=self.delta, split=self.split, **parts)
 
 
-class LoadingConfig(_Model):
-    """Options of :func:`~dppca_dask.dp_loading`."""
+class _KendallOptions(_Model):
+    """Options every estimator shares: how the loading (Kendall) release is computed and noised,
+    and whether non-private references are stored."""
 
     cpp_option: bool = True
     non_private: bool = False
     calibration: Literal["classical", "analytic"] = "classical"
     sensitivity: Literal["seed", "tight"] = "seed"
     block_rows: PositiveInt | None = None
+
+
+class LoadingConfig(_KendallOptions):
+    """Options of :func:`~dppca_dask.dp_loading`."""
+
     pairs: Literal["all", "blocks"] = "all"
     pair_block: int = Field(default=4096, ge=2)
 
 
-class ScreeConfig(_Model):
+def _check_controls(controls: dict[str, dict[str, Any]]) -> None:
+    """Check the given scree controls' values at load time (missing ones: at plan/run)."""
+    from dppca_dask.errors import ParameterError
+    from dppca_dask.scree_controls import check_partial_control
+
+    try:
+        for name, values in controls.items():
+            check_partial_control(name, values)
+    except ParameterError as exc:
+        raise ValueError(str(exc)) from None
+
+
+class ScreeConfig(_KendallOptions):
     """Options of :func:`~dppca_dask.dp_scree` and of its plots.
 
     ``controls`` holds each method's control parameters keyed by method name (the arguments of
@@ -132,11 +150,6 @@ class ScreeConfig(_Model):
         default_factory=dict)
     center: Literal["private", "empirical"] | float | list[float] = "private"
     mono: bool = True
-    cpp_option: bool = True
-    non_private: bool = False
-    calibration: Literal["classical", "analytic"] = "classical"
-    sensitivity: Literal["seed", "tight"] = "seed"
-    block_rows: PositiveInt | None = None
     directions: str | None = None
     plots: list[Literal["pve", "scree"]] = Field(default_factory=lambda: ["pve", "scree"])
     plot_formats: list[Literal["png", "svg"]] = Field(default_factory=lambda: ["png", "svg"])
@@ -145,14 +158,7 @@ class ScreeConfig(_Model):
     @model_validator(mode="after")
     def _valid_controls(self) -> ScreeConfig:
         """Check the given controls' values now; missing ones are reported by ``plan``/``run``."""
-        from dppca_dask.errors import ParameterError
-        from dppca_dask.scree_controls import check_partial_control
-
-        try:
-            for name, values in self.controls.items():
-                check_partial_control(name, values)
-        except ParameterError as exc:
-            raise ValueError(str(exc)) from None
+        _check_controls(self.controls)
         return self
 
 
@@ -166,18 +172,13 @@ class ScoreSamplingConfig(_Model):
                       | None) = None
 
 
-class ScoreConfig(_Model):
+class ScoreConfig(_KendallOptions):
     """Options of :func:`~dppca_dask.dp_score` and of its samples and plots."""
 
     axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
     bins: list[PositiveInt] | PositiveInt | None = None
     method: list[Literal["add", "sparse"]] = Field(default_factory=lambda: ["add"], min_length=1)
     frame: Literal["durfee", "smooth"] = "durfee"
-    cpp_option: bool = True
-    non_private: bool = False
-    calibration: Literal["classical", "analytic"] = "classical"
-    sensitivity: Literal["seed", "tight"] = "seed"
-    block_rows: PositiveInt | None = None
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
     group_weights: Literal["observed", "private"] = "observed"
     private_plot: list[Literal["histogram", "sample"]] = Field(
@@ -188,7 +189,7 @@ class ScoreConfig(_Model):
     dpi: PositiveInt = 150
 
 
-class PCAConfig(_Model):
+class PCAConfig(_KendallOptions):
     """Options of :func:`~dppca_dask.dp_pca` (task ``pca``) and of its samples and plots.
 
     ``scree_control`` holds each scree method's control parameters keyed by method name (the
@@ -208,11 +209,6 @@ class PCAConfig(_Model):
                                                          min_length=1)
     axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
     frame: Literal["durfee", "smooth"] = "durfee"
-    cpp_option: bool = True
-    non_private: bool = False
-    calibration: Literal["classical", "analytic"] = "classical"
-    sensitivity: Literal["seed", "tight"] = "seed"
-    block_rows: PositiveInt | None = None
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
     group_weights: Literal["observed", "private"] = "observed"
     panels: list[Literal["score", "biplot"]] = Field(
@@ -224,17 +220,10 @@ class PCAConfig(_Model):
 
     @model_validator(mode="after")
     def _valid(self) -> PCAConfig:
-        from dppca_dask.errors import ParameterError
-        from dppca_dask.scree_controls import check_partial_control
-
         if len(set(self.sampling.method)) != 1:
             raise ValueError("pca.sampling.method must name exactly one sampling method "
                              "(center or uniform)")
-        try:
-            for name, values in self.scree_control.items():
-                check_partial_control(name, values)
-        except ParameterError as exc:
-            raise ValueError(str(exc)) from None
+        _check_controls(self.scree_control)
         return self
 
 

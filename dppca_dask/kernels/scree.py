@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from dppca_dask.kernels.counts import signed_count_below
-from dppca_dask.kernels.kendall import check_finite_block
+from dppca_dask.kernels.scores import project as scores
 
 __all__ = [
     "clipped_sums",
@@ -30,23 +30,6 @@ __all__ = [
     "squared",
     "winsor_sums",
 ]
-
-
-def scores(block: np.ndarray, directions: np.ndarray) -> np.ndarray:
-    """y = block · directions, summed over the variables in column order (chunking-independent).
-
-    Examples
-    --------
-    >>> scores(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.0], [1.0]])).tolist()
-    [[3.0], [7.0]]
-    """
-    block = np.asarray(block, dtype=np.float64)
-    check_finite_block(block)
-    v = np.asarray(directions, dtype=np.float64)
-    out = np.zeros((block.shape[0], v.shape[1]), dtype=np.float64)
-    for j in range(block.shape[1]):
-        out += block[:, j : j + 1] * v[j]
-    return out
 
 
 def squared(y: np.ndarray, center: np.ndarray) -> np.ndarray:
