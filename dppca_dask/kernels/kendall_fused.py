@@ -30,20 +30,63 @@ finite input raises :class:`~dppca_dask.errors.InputError` before any arithmetic
 
 from __future__ import annotations
 
+import math
+import threading
+
 import numba
 import numpy as np
 
 from dppca_dask.kernels.kendall import (
+    _NEAR_FLOOR,
+    DUPLICATE_SQ_THRESHOLD,
     NEAR_RATIO,
     _as_block,
     _exact_pairs,
-    _shift_and_scale,
 )
 
 __all__ = ["PANEL_ROWS", "tile_fused"]
 
 PANEL_ROWS = 256
 """Rows of A per panel: a 256 × b weight panel stays in L2/L3 (measured: docs/performance.md)."""
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """A per-thread reusable buffer (contents undefined) of ``shape``.
+
+    The kernel's tile-sized temporaries (several MiB each) are allocated once per thread and
+    reused across tiles: fresh large allocations cost page faults, and Dask's nanny sets
+    ``MALLOC_TRIM_THRESHOLD_``, which makes glibc map and unmap every one of them (measured:
+    13 % slower kernels in worker processes; docs/performance.md).
+    """
+    arrays = _SCRATCH.__dict__.setdefault("arrays", {})
+    size = math.prod(shape)
+    buf = arrays.get(name)
+    if buf is None or buf.size < size:
+        buf = np.empty(size)
+        arrays[name] = buf
+    return buf[:size].reshape(shape)
+
+
+def _shift_scale_into(a: np.ndarray, b: np.ndarray, diagonal: bool) -> tuple[np.ndarray, np.ndarray, float]:
+    """The reference kernel's ``_shift_and_scale`` written into scratch buffers (same values)."""
+    top = a.max(axis=0) if diagonal else np.maximum(a.max(axis=0), b.max(axis=0))
+    bottom = a.min(axis=0) if diagonal else np.minimum(a.min(axis=0), b.min(axis=0))
+    shift = top * 0.5 + bottom * 0.5
+    sa = np.subtract(a, shift, out=_scratch("sa", a.shape))
+    sb = sa if diagonal else np.subtract(b, shift, out=_scratch("sb", b.shape))
+    largest = max(float(sa.max()), -float(sa.min()), float(sb.max()), -float(sb.min()))
+    if largest == 0.0:
+        return sa, sb, np.inf
+    exponent = int(np.frexp(largest)[1])
+    np.ldexp(sa, -exponent, out=sa)
+    if not diagonal:
+        np.ldexp(sb, -exponent, out=sb)
+    with np.errstate(over="ignore"):
+        floor = max(_NEAR_FLOOR, 4.0 * float(np.ldexp(DUPLICATE_SQ_THRESHOLD, -2 * exponent)))
+    return sa, sb, floor
 
 
 _JIT = {"cache": True, "nogil": True, "error_model": "numpy", "boundscheck": False}
@@ -109,16 +152,16 @@ def tile_fused(
     count = ra * (ra - 1) // 2 if diagonal else ra * rb
     if count == 0:
         return np.zeros((p, p)), 0
-    sa, sb, floor = _shift_and_scale(a, b)
+    sa, sb, floor = _shift_scale_into(a, b, diagonal)
     na = np.einsum("ij,ij->i", sa, sa)
     nb = na if diagonal else np.einsum("ij,ij->i", sb, sb)
-    sb1t = np.empty((p + 1, rb))  # [Sb | 1]ᵀ: rows 0..p-1 give (W Sb)ᵀ, row p gives W1
+    sb1t = _scratch("sb1t", (p + 1, rb))  # [Sb | 1]ᵀ: rows 0..p-1 give (W Sb)ᵀ, row p gives W1
     sb1t[:p] = sb.T
     sb1t[p] = 1.0
-    ytr = np.empty((p + 1, ra))
+    ytr = _scratch("ytr", (p + 1, ra))
     c = np.zeros(rb)
     step = max(1, int(panel_rows))
-    buf = np.empty(min(step, ra) * rb)
+    buf = _scratch("panel", (min(step, ra) * rb,))
     near_a: list[np.ndarray] = []
     near_b: list[np.ndarray] = []
     for lo in range(0, ra, step):
@@ -136,7 +179,12 @@ def tile_fused(
     m = ytr[:p] @ sa  # = (Saᵀ W Sb)ᵀ
     r = ytr[p]
     # Saᵀ diag(r) Sa + Sbᵀ diag(c) Sb (the two coincide for a diagonal tile)
-    total = (sa.T * (r + c)) @ sa if diagonal else (sa.T * r) @ sa + (sb.T * c) @ sb
+    scaled = _scratch("scaled", (p, ra))
+    if diagonal:
+        total = np.multiply(sa.T, r + c, out=scaled) @ sa
+    else:
+        total = np.multiply(sa.T, r, out=scaled) @ sa
+        total += np.multiply(sb.T, c, out=_scratch("scaled_b", (p, rb))) @ sb
     total -= m
     total -= m.T
     if near_a:
