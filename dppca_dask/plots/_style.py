@@ -116,3 +116,24 @@ def style_panel(
     ax.set_ylabel(ylabel, fontsize=base_size)
     ax.set_title(title, fontsize=title_size, fontweight="bold", loc="center")
     ax.set_facecolor("white")
+
+
+class SavedFigure:
+    """Mixin of the plot results: ``save(path)`` and the notebook PNG representation.
+
+    Subclasses are frozen dataclasses with a ``figure`` field (a matplotlib Figure).
+    """
+
+    figure: Any
+
+    def save(self, path: str, *, dpi: int = 150) -> str:
+        """Write the figure (format from the extension, e.g. ``.png``)."""
+        self.figure.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+        return str(path)
+
+    def _repr_png_(self) -> bytes:  # pragma: no cover - notebooks
+        import io
+
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.1)
+        return buf.getvalue()

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from dppca_dask._validation import bad_param
+from dppca_dask.plots._style import SavedFigure
 
 __all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "plot_loading", "repel_labels"]
 
@@ -37,7 +38,7 @@ _NOTE = "Shows the non-private reference: this figure is not a private release."
 
 
 @dataclass(frozen=True)
-class LoadingPlot:
+class LoadingPlot(SavedFigure):
     """A drawn loading plot (R: ``$loading``, ``$plot$all`` and one entry per type).
 
     ``figure`` is the combined figure; ``axes`` maps each drawn type (and
@@ -50,18 +51,6 @@ class LoadingPlot:
     figure: Any
     axes: dict[str, Any]
     data: dict[str, pd.DataFrame]
-
-    def save(self, path: str, *, dpi: int = 150) -> str:
-        """Write the figure (format from the extension, e.g. ``.png``)."""
-        self.figure.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
-        return str(path)
-
-    def _repr_png_(self) -> bytes:  # pragma: no cover - notebooks
-        import io
-
-        buf = io.BytesIO()
-        self.figure.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.1)
-        return buf.getvalue()
 
 
 def _parse_types(value: Any) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from dppca_dask._validation import bad_param
-from dppca_dask.plots._style import figure, group_colors, style_panel
+from dppca_dask.plots._style import SavedFigure, figure, group_colors, style_panel
 
 __all__ = ["BIPLOT_SCALE", "PCA_PANELS", "PCAPlot", "biplot_arrows", "plot_pca"]
 
@@ -42,7 +42,7 @@ _NOTE = "Shows non-private reference panels: this figure is not a private releas
 
 
 @dataclass(frozen=True)
-class PCAPlot:
+class PCAPlot(SavedFigure):
     """A drawn dp_pca plot (R: ``$fit``, ``$sample``, ``$plot``).
 
     ``axes``: ``"scree"``, ``"loading"`` and ``"score"``/``"biplot"`` → ``{target: Axes}``;
@@ -57,18 +57,6 @@ class PCAPlot:
     samples: dict[str, pd.DataFrame]
     arrows: dict[str, pd.DataFrame]
     group_colors: dict[str, str] | None
-
-    def save(self, path: str, *, dpi: int = 150) -> str:
-        """Write the figure (format from the extension, e.g. ``.png``)."""
-        self.figure.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
-        return str(path)
-
-    def _repr_png_(self) -> bytes:  # pragma: no cover - notebooks
-        import io
-
-        buf = io.BytesIO()
-        self.figure.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.1)
-        return buf.getvalue()
 
 
 def _parse_panels(value: Any) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from dppca_dask._validation import bad_param, parse_real
-from dppca_dask.plots._style import figure, group_colors, style_panel
+from dppca_dask.plots._style import SavedFigure, figure, group_colors, style_panel
 
 __all__ = ["PRIVATE_PLOTS", "ScorePlot", "ScorePlotControl", "plot_score", "score_plot_control"]
 
@@ -134,7 +134,7 @@ def score_plot_control(**options: Any) -> ScorePlotControl:
 
 
 @dataclass(frozen=True)
-class ScorePlot:
+class ScorePlot(SavedFigure):
     """A drawn score plot: the figure, its panels, the synthetic samples and the group colours.
 
     ``axes`` mirrors the R return value: ``"scatter"``, ``"nonprivate"``, ``"add"``,
@@ -147,18 +147,6 @@ class ScorePlot:
     axes: dict[str, Any]
     samples: dict[str, dict[str, pd.DataFrame]]
     group_colors: dict[str, str] | None
-
-    def save(self, path: str, *, dpi: int = 150) -> str:
-        """Write the figure (format from the extension, e.g. ``.png``)."""
-        self.figure.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
-        return str(path)
-
-    def _repr_png_(self) -> bytes:  # pragma: no cover - notebooks
-        import io
-
-        buf = io.BytesIO()
-        self.figure.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.1)
-        return buf.getvalue()
 
 
 def _parse_private_plot(value: Any, owner: str) -> tuple[str, ...]:
