@@ -35,7 +35,7 @@ from dppca_dask.results import Result
 from dppca_dask.rng import RngState
 from dppca_dask.sampling import SamplingControl, sampling_control
 from dppca_dask.score import parse_axes
-from dppca_dask.score_task import score_noise
+from dppca_dask.score_task import samples_table, score_noise
 from dppca_dask.scree import DEFAULT_MAX_K, _parse_center
 from dppca_dask.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.scree_controls import resolve_controls
@@ -180,14 +180,9 @@ def pca_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngStat
 
 def _long_samples(samples: dict[str, pd.DataFrame], method: str, observed: bool
                   ) -> pd.DataFrame:
-    parts = [frame.assign(target=target, method=method) for target, frame in samples.items()
-             if not (target == "nonprivate" and observed)]
-    out = pd.concat(parts, ignore_index=True)
-    cols = ["target", "method", "pc_x", "pc_y"] + (["group"] if "group" in out else [])
-    out = out[cols]
-    if "group" in out:
-        out["group"] = out["group"].astype(str)
-    return out
+    return samples_table([frame.assign(target=target, method=method)
+                          for target, frame in samples.items()
+                          if not (target == "nonprivate" and observed)])
 
 
 def pca_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> None:

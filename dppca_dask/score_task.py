@@ -138,8 +138,13 @@ def score_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngSt
 
 
 def _long_samples(samples: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:
-    parts = [frame.assign(target=target, method=method)
-             for target, methods in samples.items() for method, frame in methods.items()]
+    return samples_table([frame.assign(target=target, method=method)
+                          for target, methods in samples.items()
+                          for method, frame in methods.items()])
+
+
+def samples_table(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """One long table (target, method, pc_x, pc_y[, group]) of synthetic sample frames."""
     if not parts:
         return pd.DataFrame(columns=["target", "method", "pc_x", "pc_y"])
     out = pd.concat(parts, ignore_index=True)
