@@ -274,26 +274,24 @@ def _config_section(config: Any) -> Section:
                    "config.yaml next to the outputs has the whole resolved config.</p>", "config")
 
 
-def _work_section(passes: Sequence[Any], timings: Mapping[str, float] | None,
-                  source: Any) -> Section:
-    rows = [[p.index, ", ".join(p.outputs), f"{p.tasks:,}", f"{p.seconds:.2f}"] for p in passes]
+def _work_section(passes: Sequence[Any], source: Any) -> Section:
+    # Wall-clock times are not shown: they depend on the data (e.g. the share of exact Kendall
+    # pairs), so they would be an unprivatised side channel in a released report.
+    rows = [[p.index, ", ".join(p.outputs), f"{p.tasks:,}"] for p in passes]
     body = ""
     if passes:
         body += (f"<p>{len(passes)} data pass{'es' if len(passes) != 1 else ''}: each reads the "
                  "input once and returns only small exact aggregates; all noise is drawn on "
                  "the driver afterwards.</p>")
-        total = ["", "Total", f"{sum(p.tasks for p in passes):,}",
-                 f"{sum(p.seconds for p in passes):.2f}"]
-        body += table(["Pass", "Computed", "Tasks", "Seconds"], rows, total=total,
-                      numeric=(0, 2, 3))
+        total = ["", "Total", f"{sum(p.tasks for p in passes):,}"]
+        body += table(["Pass", "Computed", "Tasks"], rows, total=total, numeric=(0, 2))
         if source is not None:
             times = "once" if len(passes) == 1 else f"{len(passes)} times"
             body += (f"<p class=note>Input read {times}: about "
                      f"{len(passes) * source.nbytes / 2**20:,.1f} MiB as float64.</p>")
-    if timings:
-        body += table(["Stage", "Seconds"], [[k.replace("_", " "), f"{v:.2f}"]
-                                            for k, v in timings.items()])
-    return Section("Work and timings", body or "<p>Not recorded.</p>", "work")
+    body += ("<p class=note>Run times are not part of the release (they depend on the data); "
+             "the command line prints them to the operator.</p>")
+    return Section("Work", body, "work")
 
 
 # --- page ---------------------------------------------------------------------------------------
@@ -325,7 +323,6 @@ def render_report(
     config: Any = None,
     source: Any = None,
     passes: Sequence[Any] = (),
-    timings: Mapping[str, float] | None = None,
     title: str | None = None,
     rng: Any = None,
 ) -> str:
@@ -344,8 +341,9 @@ def render_report(
         The run's :class:`~dppca_dask.config.RunConfig` (shown without a seed).
     source
         The input's :class:`~dppca_dask.data.SourceInfo` (public metadata).
-    passes, timings
-        :class:`~dppca_dask.passlog.PassRecord` items and stage timings of the run.
+    passes
+        :class:`~dppca_dask.passlog.PassRecord` items of the run (their task counts are shown;
+        their times are not, since they depend on the data).
     title
         Page title (default from the result kind).
 
@@ -377,8 +375,8 @@ def render_report(
     ]
     if config is not None:
         sections.append(_config_section(config))
-    if passes or timings:
-        sections.append(_work_section(passes, timings, source))
+    if passes:
+        sections.append(_work_section(passes, source))
     if meta.get("non_private"):
         banner = ('<div class=banner><b>Not a private release as a whole:</b> this report '
                   "includes non-private reference values (marked NOT PRIVATE or "

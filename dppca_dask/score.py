@@ -159,8 +159,9 @@ def dp_score(
         ``"add"``, ``"sparse"`` or both (always released in that order).
     group
         A column of ``X`` (data-frame column, Zarr/Dataset variable) or labels of length n. The
-        frame and grid are shared; histograms are released per group (levels in order of first
-        appearance), each normalised on its own.
+        frame and grid are shared; histograms are released per group (levels sorted, as R's ``factor``
+        does: the order of first appearance would reveal the group of row 0), each normalised
+        on its own.
     V_dp
         Earlier private directions (p × k, e.g. a :class:`~dppca_dask.LoadingResult`); the loading
         allocation then only records that release.
@@ -282,7 +283,7 @@ def _score_steps(
     state = rng_state
     levels, codes, sizes = None, None, np.array([source.n])
     if source.groups is not None:
-        codes, uniques = pd.factorize(source.groups, sort=False)
+        codes, uniques = pd.factorize(source.groups, sort=True)  # order: public, not row 0's
         levels = [str(u) for u in uniques]
         sizes = np.bincount(codes, minlength=len(levels))
 
@@ -353,8 +354,10 @@ def _build_result(
     coords: dict[str, Any] = {
         "method": _labels(hist.methods),
         "x_bin": np.arange(bins[0]), "y_bin": np.arange(bins[1]),
-        "x_lower": ("x_bin", x_breaks[:-1]), "x_upper": ("x_bin", x_breaks[1:]),
-        "y_lower": ("y_bin", y_breaks[:-1]), "y_upper": ("y_bin", y_breaks[1:]),
+        **{f"{a}_{side}": (f"{a}_bin", edges, _private(f"{side} {a} edge of each bin (from the "
+                                                       "private frame)"))
+           for a, br in (("x", x_breaks), ("y", y_breaks))
+           for side, edges in (("lower", br[:-1]), ("upper", br[1:]))},
         "axis": _labels(["x", "y"]), "axis_label": ("axis", _labels(labels)),
         "variable": _labels(source.variables),
     }

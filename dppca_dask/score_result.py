@@ -112,7 +112,7 @@ class ScoreResult(Result):
 
     @property
     def groups(self) -> list[str] | None:
-        """Group levels in order of first appearance, or ``None`` for an ungrouped fit."""
+        """Group levels (sorted), or ``None`` for an ungrouped fit."""
         if "group" not in self.dataset.dims:
             return None
         return [str(g) for g in self.dataset["group"].values]

@@ -215,7 +215,8 @@ def build_scree_result(
         "scree_raw": (mc, scree_raw, {"private": 1, "description": "private scree values before "
                                       "the monotone post-processing"}),
         "directions": (("variable", "component"), directions,
-                       {"private": int(scree_meta["directions"] == "dp_loading"),
+                       # private unless the caller supplied a plain matrix (their own input)
+                       {"private": int(scree_meta["directions"] != "supplied matrix"),
                         "description": f"directions of the scores ({scree_meta['directions']})"}),
     }
     if center is not None:

@@ -124,7 +124,7 @@ def literal_score(s, groups, eps_s, delta_s, bins, rng):
     eps_h = 0.65 * eps_s
     sigma = math.sqrt(2) * math.sqrt(2 * math.log(1.25 / delta_s)) / eps_h
     out = {"add": [], "sparse": []}
-    for g in dict.fromkeys(groups):
+    for g in sorted(set(groups)):  # levels sorted (R's factor order)
         c = np.zeros(bins[0] * bins[1])
         for k in jy[groups == g] * bins[0] + jx[groups == g]:
             c[k] += 1
@@ -160,7 +160,7 @@ def test_dp_score__literal_algorithm_under_r_rng(grouped):
         got = fit.probability.values[i].reshape(len(expected[method]), -1)
         np.testing.assert_allclose(got, np.array(expected[method]), atol=1e-12)
     if grouped:
-        assert fit.groups == ["b", "a"]  # order of first appearance
+        assert fit.groups == ["a", "b"]  # sorted, not in order of first appearance (row 0: b)
 
 
 # --- frame -----------------------------------------------------------------------------------
