@@ -8,6 +8,11 @@ Invariants: lazy inputs (dask, xarray on dask, Zarr) are never computed here -- 
 checked inside the data pass by the kernels (``checked_finite=False``); in-memory inputs are
 checked eagerly (``checked_finite=True``). Group labels are small and read eagerly. Nothing here
 draws noise or spends budget; the schema and ``n`` are treated as public.
+
+Zarr inputs must have every chunk stored: :func:`~dppca_dask.zarr_guard.check_chunks` lists the
+store when the input is opened (no chunk is read), and every read goes through a
+:class:`~dppca_dask.zarr_guard.ChunkGuardStore`, so a chunk missing later is an InputError on the
+worker, never the fill value.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import xarray as xr
 
 from dppca_dask._validation import parse_int
 from dppca_dask.errors import DPPCAError, InputError
+from dppca_dask.zarr_guard import MissingChunkError, check_chunks, guarded, missing_message
 
 __all__ = ["DataSource", "SourceInfo", "as_data", "describe_source"]
 
@@ -224,15 +230,30 @@ def _from_dataarray(xa: xr.DataArray, owner: str, origin: str, where: str = "X",
 
 
 def _read_chunk(source: Any, index: Any, asarray: bool = True, lock: Any = None) -> Any:
-    """Dask getter for Zarr inputs: a chunk that cannot be read is the user's InputError."""
+    """Dask getter for Zarr inputs: a chunk that is missing or cannot be read is an InputError.
+
+    ``source`` sits on a :class:`~dppca_dask.zarr_guard.ChunkGuardStore`, so a chunk deleted
+    after :func:`~dppca_dask.zarr_guard.check_chunks` raises here instead of reading as zeros.
+    """
     from dask.array.core import getter
 
+    label = getattr(getattr(source, "store", None), "label", None)
     try:
         return getter(source, index, asarray=asarray, lock=lock)
+    except MissingChunkError as exc:
+        key = getattr(exc, "key", None)
+        if key is None or label is None:
+            raise
+        path = str(getattr(source, "path", "") or "")
+        rel = key[len(path) + 1:] if path and key.startswith(path + "/") else key
+        word = "shard" if getattr(source, "shards", None) else "chunk"
+        raise MissingChunkError(missing_message(
+            label, path, rel, word, " (it disappeared after the input was checked)")) from None
     except DPPCAError:
         raise
     except Exception as exc:  # noqa: BLE001 - codec/IO failures of a corrupt or truncated store
-        where = getattr(getattr(source, "store", None), "root", None) or getattr(source, "path", "")
+        where = label or getattr(getattr(source, "store", None), "root", None) or getattr(
+            source, "path", "")
         raise InputError(
             f"Could not read a chunk of the Zarr input {str(where)!r} at {index!r} "
             f"({type(exc).__name__}: {exc}); the store may be corrupt or truncated."
@@ -245,7 +266,13 @@ def _guarded(arr: Any) -> da.Array:
                          inline_array=False)
 
 
-def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner: str) -> _Parts:
+def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner: str,
+               group: Any = None) -> _Parts:
+    """Open a Zarr array or group on a ChunkGuardStore and check that its chunks are all stored.
+
+    Checked (metadata only, before any pass): the data array, its coordinates stored in the
+    group and a group-label variable named by ``group``.
+    """
     import fsspec
     import zarr
 
@@ -264,7 +291,7 @@ def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner
     # by their absolute path so that every worker reads the same files.
     store = path if "://" in path else os.path.abspath(path)
     try:
-        node = zarr.open(store=store, mode="r", **opts)
+        node = guarded(zarr.open(store=store, mode="r", **opts), path)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # "not Zarr", corrupt metadata
         hint = (" Convert CSV, Parquet or .npy files with dppca_dask.convert.convert first."
                 if path.lower().endswith((".csv", ".gz", ".parquet", ".pq", ".npy")) else "")
@@ -273,11 +300,15 @@ def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner
     if isinstance(node, zarr.Array):
         if node.ndim != 2:
             raise _x_error(owner, "be 2-D (samples × variables)", f"a {node.ndim}-D Zarr array")
+        check_chunks(node, path)
         xa = xr.DataArray(_guarded(node), dims=("sample", "variable"), attrs=dict(node.attrs))
         return _from_dataarray(xa, owner, "zarr", f"Zarr array {path!r}", path=path)
     consolidated = node.metadata.consolidated_metadata is not None
     try:
-        ds = xr.open_zarr(store, chunks={}, consolidated=consolidated, **opts)
+        ds = xr.open_zarr(node.store_path.store, group=node.store_path.path or None, chunks={},
+                          consolidated=consolidated)
+    except DPPCAError:  # a missing chunk of a coordinate read at open
+        raise
     except KeyError:  # a plain Zarr group without dimension names: wrap its arrays lazily
         ds = xr.Dataset({
             name: xr.DataArray(_guarded(arr), attrs=dict(arr.attrs),
@@ -287,6 +318,11 @@ def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner
         raise InputError(f"Zarr group {path!r} could not be read "
                          f"({type(exc).__name__}: {exc}).") from None
     xa = _from_dataset(ds, array, owner, f"Zarr group {path!r}")
+    needed = [str(xa.name), *(str(c) for c in xa.coords)]
+    needed += [group] if isinstance(group, str) else []
+    for name in dict.fromkeys(needed):
+        if name in node and isinstance(node[name], zarr.Array):
+            check_chunks(node[name], path)
     if xa.name in node and hasattr(node[xa.name], "chunks"):  # read through the guarded getter
         xa = xa.copy(data=_guarded(node[xa.name]))
     return _from_dataarray(xa, owner, "zarr", f"variable {xa.name!r} of Zarr group {path!r}",
@@ -297,7 +333,7 @@ def _resolve(X: Any, owner: str, array: str | None, storage_options: dict | None
              columns: ColumnSpec, group: Any) -> _Parts:
     """Turn any accepted ``X`` into a 2-D array plus names, selecting ``columns``."""
     if isinstance(X, str | os.PathLike):
-        parts = _open_zarr(os.fspath(X), array, storage_options, owner)
+        parts = _open_zarr(os.fspath(X), array, storage_options, owner, group)
     elif isinstance(X, pd.DataFrame):
         pos, _ = _frame_columns(X, columns, group, owner, stacklevel=5)
         sub = X.iloc[:, pos]
