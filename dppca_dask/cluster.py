@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
 from typing import Any
@@ -32,7 +33,7 @@ from dppca_dask.cluster_config import (
     SlurmClusterConfig,
     TLSConfig,
 )
-from dppca_dask.errors import ClusterError
+from dppca_dask.errors import ClusterError, PrivacyWarning
 from dppca_dask.kernels.graph import use_compute
 
 __all__ = ["ClusterError", "connect", "describe_cluster"]
@@ -105,13 +106,20 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
     from distributed import Client, LocalCluster
 
     if isinstance(config, LocalClusterConfig):
+        _warn_if_exposed(config)
+        # worker processes and the scheduler listen on loopback only (threads: in-process)
+        host = {"host": "127.0.0.1"} if config.processes else {}
         try:
             cluster = stack.enter_context(LocalCluster(
                 n_workers=config.n_workers, threads_per_worker=config.threads_per_worker,
                 memory_limit=config.memory_limit, processes=config.processes,
-                # the scheduler always serves HTTP (health checks): on a free port, not 8787
-                dashboard_address=":0", scheduler_kwargs={"dashboard": config.dashboard},
-                silence_logs=40,
+                # the scheduler always serves HTTP (health checks, JSON pages) even without the
+                # dashboard: on 127.0.0.1 and a free port unless cluster.dashboard_address says
+                dashboard_address=config.dashboard_address,
+                scheduler_kwargs={"dashboard": config.dashboard},
+                # a task's error comes back through the client (one CLI line): workers log
+                # nothing below CRITICAL, e.g. no "Compute Failed" traceback per failed task
+                silence_logs=logging.CRITICAL, **host,
             ))
             return stack.enter_context(Client(cluster)), "the local cluster"
         except (OSError, TimeoutError) as exc:
@@ -157,6 +165,18 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
         where = f"the {kind} cluster ({client.scheduler.address})"
     _wait_for_workers(client, config.timeout, where)
     return client, where
+
+
+def _warn_if_exposed(config: LocalClusterConfig) -> None:
+    if config.dashboard_is_loopback:
+        return
+    what = "dashboard and HTTP pages" if config.dashboard else "HTTP pages"
+    warnings.warn(
+        f"cluster.dashboard_address = {config.dashboard_address!r} is not a loopback address: "
+        f"the Dask scheduler's {what} (task keys, worker names, progress; no login) are "
+        "reachable from the network. Use 127.0.0.1 and an SSH tunnel to view them remotely.",
+        PrivacyWarning, stacklevel=2,
+    )
 
 
 def _client_compute(client: Any, progress: bool, retries: int, where: str,

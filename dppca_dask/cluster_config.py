@@ -20,6 +20,7 @@ This module only describes clusters; :mod:`dppca_dask.cluster` starts them. It i
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import re
 import sys
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ __all__ = [
     "SlurmClusterConfig",
     "TLSConfig",
     "backend_installed",
+    "is_loopback",
+    "split_host_port",
 ]
 
 SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
@@ -113,8 +116,50 @@ def _memory(value: str | None) -> str | None:
     return value
 
 
+LOOPBACK_DASHBOARD = "127.0.0.1:0"
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``; an empty host means every interface) as (host, port).
+
+    Examples
+    --------
+    >>> split_host_port("127.0.0.1:8787"), split_host_port("[::1]:0"), split_host_port(":8787")
+    (('127.0.0.1', 8787), ('::1', 0), ('', 8787))
+    """
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535 or any(c.isspace() for c in host):
+        raise ValueError("must be host:port, e.g. 127.0.0.1:8787 (port 0: a free port)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable only from this machine (``localhost``, 127.0.0.0/8, ::1).
+
+    Examples
+    --------
+    >>> [is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "", "0.0.0.0", "10.0.0.5")]
+    [True, True, True, False, False, False]
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # "" (every interface) or a host name: not known to be loopback
+        return False
+
+
 class LocalClusterConfig(_Cluster):
-    """An embedded :class:`distributed.LocalCluster` (the default)."""
+    """An embedded :class:`distributed.LocalCluster` (the default).
+
+    The scheduler and the workers listen on 127.0.0.1. ``dashboard_address`` is where the
+    scheduler's HTTP server listens: the dashboard when ``dashboard`` is true, and always its
+    health and JSON pages (task keys, worker names). Default: a free port on 127.0.0.1. These
+    pages have no login, so another host (e.g. ``0.0.0.0:8787``) serves them to the network and
+    the run warns (:class:`~dppca_dask.errors.PrivacyWarning`).
+    """
 
     kind: Literal["local"] = "local"
     n_workers: PositiveInt | None = None
@@ -122,13 +167,36 @@ class LocalClusterConfig(_Cluster):
     memory_limit: str | NonNegativeInt = "auto"
     processes: bool = True
     dashboard: bool = False
+    dashboard_address: str = LOOPBACK_DASHBOARD
+
+    @field_validator("dashboard_address")
+    @classmethod
+    def _valid_dashboard_address(cls, value: str) -> str:
+        split_host_port(value)
+        return value.strip()
+
+    @property
+    def dashboard_is_loopback(self) -> bool:
+        return is_loopback(split_host_port(self.dashboard_address)[0])
 
     def describe(self) -> str:
+        """
+        Examples
+        --------
+        >>> print(LocalClusterConfig(n_workers=2).describe())
+        embedded LocalCluster: 2 worker(s) x 1 thread(s), memory_limit=auto, processes
+          scheduler and workers on 127.0.0.1; HTTP server (dashboard off) on 127.0.0.1:0
+        """
         kind = "processes" if self.processes else "threads"
+        where = "on 127.0.0.1" if self.processes else "in this process"
+        http = (f"  scheduler and workers {where}; HTTP server (dashboard "
+                f"{'on' if self.dashboard else 'off'}) on {self.dashboard_address}")
+        if not self.dashboard_is_loopback:
+            http += " -- NOT loopback: reachable from the network, without a login"
         return "\n".join([
             f"embedded LocalCluster: {self.n_workers or 'auto'} worker(s) x "
             f"{self.threads_per_worker} thread(s), memory_limit={self.memory_limit}, {kind}",
-            *self._retries()])
+            http, *self._retries()])
 
 
 class TLSConfig(_Model):

@@ -569,6 +569,44 @@ def test_describe_cluster__local_default():
         "embedded LocalCluster: auto worker(s) x 1 thread(s)")
 
 
+def _http_hosts(client) -> set[str]:
+    """The hosts the (in-process) scheduler's HTTP server listens on."""
+    sockets = client.cluster.scheduler.http_server._sockets.values()
+    return {sock.getsockname()[0] for sock in sockets}
+
+
+def test_connect__local_cluster_listens_on_loopback_only():
+    cfg = LocalClusterConfig(n_workers=1, processes=True, dashboard=True)
+    with connect(cfg, progress=False) as client:
+        assert _http_hosts(client) == {"127.0.0.1"}
+        assert client.dashboard_link.startswith("http://127.0.0.1:")
+        assert client.scheduler.address.startswith("tcp://127.0.0.1:")
+        workers = client.scheduler_info()["workers"]
+        assert workers and all(w.startswith("tcp://127.0.0.1:") for w in workers)
+    assert "HTTP server (dashboard off) on 127.0.0.1:0" in describe_cluster(LocalClusterConfig())
+
+
+def test_connect__dashboard_address_elsewhere_warns():
+    from dppca_dask.errors import PrivacyWarning
+
+    cfg = LocalClusterConfig(n_workers=1, processes=False, dashboard_address="0.0.0.0:0")
+    assert "NOT loopback" in describe_cluster(cfg)
+    with pytest.warns(PrivacyWarning, match=r"'0.0.0.0:0' is not a loopback address"), \
+            connect(cfg, progress=False) as client:
+        assert _http_hosts(client) == {"0.0.0.0"}
+    port = _free_port()
+    with connect(LocalClusterConfig(n_workers=1, processes=False,
+                                    dashboard_address=f"localhost:{port}"), progress=False) as c:
+        assert {h.split("%")[0] for h in _http_hosts(c)} <= {"127.0.0.1", "::1"}
+        assert c.dashboard_link.endswith(f":{port}/status")
+
+
+@pytest.mark.parametrize("address", ["8787", "host:port", "127.0.0.1:70000", "a b:1"])
+def test_local_cluster_config__bad_dashboard_address(address):
+    with pytest.raises(ValueError, match="must be host:port"):
+        LocalClusterConfig(dashboard_address=address)
+
+
 # ---------------------------------------------------------------- back-ends, faked
 
 
