@@ -323,13 +323,53 @@ def _describe(exc: ValidationError) -> str:
     return "Invalid config: " + "; ".join(problems)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key given twice in one mapping (YAML 1.2 forbids it;
+    PyYAML would silently keep the last value, e.g. ``eps: 1`` then ``eps: 100`` gives 100)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:  # the explicit keys (merged << keys may be overridden)
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                continue  # the base class reports unhashable keys
+            if key in seen:
+                first = seen[key].start_mark.line + 1
+                raise ConfigError(f"Duplicate key {key!r} at line {key_node.start_mark.line + 1} "
+                                  f"(first given at line {first}); each setting may appear "
+                                  "only once.")
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def safe_load_unique(text: str) -> Any:
+    r"""``yaml.safe_load`` that raises :class:`ConfigError` on a duplicate mapping key.
+
+    Examples
+    --------
+    >>> safe_load_unique("a: 1\nb: {c: 2}")
+    {'a': 1, 'b': {'c': 2}}
+    >>> safe_load_unique("privacy:\n  eps: 1\n  eps: 100\n")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dppca_dask.errors.ConfigError: Duplicate key 'eps' at line 3 (first given at line 2); ...
+    """
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: safe
+
+
 def load_config(path: str | os.PathLike[str]) -> RunConfig:
     """Read and validate a YAML run config; every problem is a :class:`ConfigError`."""
     source = Path(path)
     if not source.is_file():
         raise ConfigError(f"Config file not found: {str(source)!r}.")
     try:
-        data = yaml.safe_load(source.read_text())
+        data = safe_load_unique(source.read_text())
+    except ConfigError as exc:
+        raise ConfigError(f"Config file {str(source)!r}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"Config file {str(source)!r} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):

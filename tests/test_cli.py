@@ -146,6 +146,32 @@ def test_cli__config_file_problems(tmp_path):
     assert result.exit_code == 1 and "mapping" in result.output
 
 
+@pytest.mark.parametrize(("text", "key", "line"), [
+    ("privacy:\n  eps: 1\n  eps: 100\n", "eps", 3),
+    ("task: loading\ntask: pca\n", "task", 2),
+    ("input: {path: a, path: b}\n", "path", 1),
+    ("loading:\n  pairs: all\noutput: {directory: o}\nloading: {}\n", "loading", 4),
+])
+def test_cli__duplicate_config_key_is_an_error(tmp_path, text, key, line):
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=f"Duplicate key {key!r} at line {line} "):
+        load_config(path)
+    result = CliRunner().invoke(main, ["plan", str(path)])
+    assert result.exit_code == 1 and f"Duplicate key {key!r} at line {line}" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_cli__yaml_merge_keys_are_not_duplicates(tmp_path, dataset):
+    data, _ = dataset
+    path = tmp_path / "merge.yaml"
+    path.write_text(f"base: &b {{eps: 1, delta: 1.0e-6}}\n"
+                    f"input: {{path: {data}}}\nprivacy: {{<<: *b, eps: 2}}\n"
+                    f"output: {{directory: {tmp_path / 'o'}}}\n")
+    with pytest.raises(ConfigError, match="'base' is not a known setting"):
+        load_config(path)  # the merge itself is accepted; only the unknown key is refused
+
+
 def test_cli__missing_input_is_one_clear_line(tmp_path):
     cfg = _config(tmp_path, tmp_path / "missing.zarr")
     result = CliRunner().invoke(main, ["run", str(cfg), "-q"])
