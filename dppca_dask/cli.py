@@ -152,6 +152,24 @@ def _fresh_run_directory(base: Path) -> Path:
     return candidate
 
 
+def _check_demo_directory(base: Path) -> None:
+    """The demo's folder must be a folder (or new), and not inside a Zarr store (someone's data)."""
+    from dppca_dask.errors import ParameterError
+    from dppca_dask.identity import resolve_dataset
+
+    if base.exists() and not base.is_dir():
+        raise ParameterError(f"The '--directory' parameter of demo must be a folder (it is "
+                             f"created if missing). Got {str(base)!r}, an existing file, instead.")
+    probe = base
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    root = resolve_dataset(str(probe), pick=False)
+    if root.array is not None or any((probe / f).exists() for f in ("zarr.json", ".zgroup",
+                                                                      ".zarray")):
+        raise ParameterError(f"The '--directory' parameter of demo must not be inside a Zarr "
+                             f"store ({root.location!r}). Got {str(base)!r} instead.")
+
+
 @main.command()
 @click.option("--directory", default="dppca-demo", show_default=True,
               help="Where the demo dataset, config and outputs go.")
@@ -174,6 +192,7 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
     from dppca_dask.runner import execute
 
     base = Path(directory)
+    _check_demo_directory(base)
     data = base / "gau.zarr"
     if not data.exists():
         base.mkdir(parents=True, exist_ok=True)
@@ -206,25 +225,45 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
 
 @main.command()
 @click.argument("dataset")
+@click.option("--array", default=None, help="The array of a Zarr group (default: the one the "
+              "reader picks; every array of the store if it cannot tell).")
 @click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-              help="Ledger file (default: taken from --config, else ./dppca-budget-ledger.jsonl).")
+              help="Ledger file (default: the deployment's dppca.ledger.path, else taken from "
+              "--config, else ./dppca-budget-ledger.jsonl).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="A run config whose budget_ledger settings locate the ledger.")
 @_handle_errors
-def budget(dataset: str, ledger_path: str | None, config_path: str | None) -> None:
-    """Show the privacy-budget history and cumulative spend of DATASET (a path or URL)."""
-    from dppca_dask.ledger import BudgetLedger, dataset_key
+def budget(dataset: str, array: str | None, ledger_path: str | None,
+           config_path: str | None) -> None:
+    """Show the privacy-budget history and cumulative spend of DATASET (a path or URL).
 
+    Any spelling of a dataset (relative, ./, trailing slash, symlink, file:// URL, a path to the
+    array inside its Zarr store) names the same history, as in the runs' ledger key.
+    """
+    from dppca_dask.deployment import deployment_settings
+    from dppca_dask.errors import InputError
+    from dppca_dask.identity import resolve_dataset
+    from dppca_dask.ledger import BudgetLedger, base_key
+
+    if ledger_path is None:
+        ledger_path = deployment_settings().ledger_path
     if ledger_path is None and config_path is not None:
         from dppca_dask.config import load_config
 
         cfg = load_config(config_path)
         ledger_path = str(cfg.budget_ledger.resolved_path(cfg.output.directory))
     ledger = BudgetLedger(ledger_path or "dppca-budget-ledger.jsonl")
-    prefix = dataset_key(dataset)
-    events = [e for e in ledger.history() if e.dataset.startswith(prefix)]
-    keys = list(dict.fromkeys(e.dataset for e in events)) or [prefix]
-    click.echo("\n\n".join(ledger.render(k) for k in keys))
+    try:
+        identity = resolve_dataset(dataset, array)
+    except InputError:  # the reader's pick is unknown (several arrays, store gone): all arrays
+        identity = resolve_dataset(dataset, array, pick=False)
+    keys = list(dict.fromkeys(base_key(e.dataset) for e in ledger.history()))
+    if identity.array is not None:
+        keys = [k for k in keys if k == identity.key]
+    else:
+        keys = [k for k in keys if k == identity.location
+                or k.startswith(identity.location + "::")]
+    click.echo("\n\n".join(ledger.render(k) for k in keys or [identity.key]))
 
 
 @main.command()

@@ -267,6 +267,7 @@ class BudgetLedgerConfig(_Model):
 
     ``path`` defaults to ``dppca-budget-ledger.jsonl`` next to the output directory; ``cap``
     refuses, before any data is read, a run that would push the dataset's cumulative spend past it.
+    A deployment can require the ledger and fix its path (:mod:`dppca_dask.deployment`).
     """
 
     enabled: bool = True

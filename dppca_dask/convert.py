@@ -10,7 +10,9 @@ Layout (an xarray Dataset written with ``to_zarr``, Zarr format 3, not consolida
 Files are streamed in blocks of ``chunk_rows`` rows and each block is appended as one Zarr chunk,
 so memory stays bounded by a few chunks whatever the file size. The store is written to a
 temporary sibling directory and renamed into place only when complete, so a failed conversion
-leaves nothing at ``out_path``. Non-finite or missing values are refused (the estimators would
+leaves nothing at ``out_path``; ``overwrite`` replaces only an existing Zarr store, and an
+``out_path`` equal to the input file, inside it or a folder containing it is refused (symlinks
+resolved). Non-finite or missing values are refused (the estimators would
 refuse them later). Only local output paths are supported.
 """
 
@@ -29,6 +31,7 @@ import xarray as xr
 from dppca_dask._validation import parse_bool, parse_choice, parse_int
 from dppca_dask.data import ColumnSpec, _default_chunk_rows, _frame_columns, _labels
 from dppca_dask.errors import DPPCAError, InputError, OutputExistsError, ParameterError
+from dppca_dask.identity import check_output_location
 
 __all__ = ["FORMATS", "convert", "write_frames"]
 
@@ -144,7 +147,7 @@ def write_frames(frames: Iterable[pd.DataFrame], out_path: str | os.PathLike, *,
         if not overwrite:
             raise OutputExistsError(f"Output {out!r} already exists; pass overwrite=True to "
                                     "replace it.")
-        if os.path.isdir(out) and not _is_zarr_store(out):
+        if not (os.path.isdir(out) and _is_zarr_store(out)):
             raise OutputExistsError(f"Output {out!r} exists and is not a Zarr store; refusing to "
                                     "replace it.")
     parent = os.path.dirname(os.path.abspath(out))
@@ -255,6 +258,8 @@ def convert(in_path: str | os.PathLike, out_path: str | os.PathLike, *, fmt: str
     kind = _infer_format(src, fmt)
     if not os.path.isfile(src):
         raise InputError(f"Input file not found: {src!r}.")
+    check_output_location(out_path, [("the input file", src)], parameter="out_path",
+                          owner="convert", cls=ParameterError)
     try:
         p = _ncols(src, kind)
     except (OSError, ValueError, TypeError) as exc:

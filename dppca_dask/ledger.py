@@ -6,12 +6,15 @@ Each release through the runner appends events for the dataset it read:
   that the dataset's cumulative spend plus this release stays within the configured cap. A
   reservation counts as spent from that moment, so two concurrent runs cannot both slip under
   the cap.
-* ``release`` -- written once the noise has been drawn (the reservation is confirmed; it carries
-  the release's ledger records).
+* ``release`` -- written once the outputs are written (the reservation is confirmed; it carries
+  the release's ledger records); or, with ``status="failed"``, written when the run fails
+  *after* the first draw from its generator (during the fit, the outputs or the report): the
+  spend stays counted, and the note names only the error type, never its message.
 * ``cancel`` -- written if the run fails before any noise was drawn; it refunds the reservation.
 
 A crash between ``reserve`` and the end leaves the reservation in force: the ledger errs on the
-side of over-counting. Cumulative spend uses basic composition (sums of ε and of δ). Lines are
+side of over-counting. Datasets are keyed by :func:`dataset_key` (see
+:mod:`dppca_dask.identity`: one key for every spelling of a dataset, columns not included). Cumulative spend uses basic composition (sums of ε and of δ). Lines are
 appended with ``O_APPEND`` under ``fcntl.flock`` and fsynced; existing lines are never rewritten.
 No seed and no data statistic is ever written.
 """
@@ -32,25 +35,34 @@ from typing import Any, Literal
 
 from dppca_dask.budget import PrivacyBudget
 from dppca_dask.errors import BudgetError, InputError
+from dppca_dask.identity import resolve_dataset
 
-__all__ = ["BudgetLedger", "LedgerEvent", "dataset_key"]
+__all__ = ["BudgetLedger", "LedgerEvent", "base_key", "dataset_key"]
 
 EventKind = Literal["reserve", "release", "cancel"]
 
 
-def dataset_key(path: str, array: str | None = None, columns: Sequence[Any] | None = None) -> str:
-    """A stable name for 'this dataset': the absolute path (or URL), array and column selection.
+def dataset_key(path: str, array: str | None = None, columns: Sequence[Any] | None = None, *,
+                storage_options: dict[str, Any] | None = None) -> str:
+    """The ledger's name for 'this dataset': the resolved store and the array read in it.
+
+    Every spelling of one dataset gives one key (see :func:`dppca_dask.identity.resolve_dataset`);
+    ``columns`` is accepted for compatibility and ignored: any column selection of an array
+    spends that array's budget. An omitted ``array`` is the one the reader picks.
 
     Examples
     --------
     >>> dataset_key("s3://bucket/x.zarr", "X")
     's3://bucket/x.zarr::X'
+    >>> dataset_key("S3://bucket/./x.zarr/", "X", columns=["a"])
+    's3://bucket/x.zarr::X'
     """
-    location = path if "://" in path else str(Path(path).resolve())
-    key = location + (f"::{array}" if array else "")
-    if columns:
-        key += "::columns=" + ",".join(str(c) for c in columns)
-    return key
+    return resolve_dataset(path, array, storage_options=storage_options).key
+
+
+def base_key(key: str) -> str:
+    """A key without the column suffix that ledgers written before columns left the key carry."""
+    return key.partition("::columns=")[0]
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,10 @@ class LedgerEvent:
     output: str = ""
     seeded: bool = False
     records: tuple[dict[str, Any], ...] = ()
+    status: str = ""
+    """On ``release`` events: ``""`` (made) or ``"failed"`` (the run failed after noise was drawn;
+    still spent)."""
+    note: str = ""
 
     def to_json(self) -> str:
         return json.dumps({**asdict(self), "records": list(self.records)}, sort_keys=True)
@@ -119,7 +135,7 @@ class BudgetLedger:
     def history(self, dataset: str | None = None) -> list[LedgerEvent]:
         """All events, or those of one dataset, in the order written."""
         events = self._read()
-        return [e for e in events if dataset is None or e.dataset == dataset]
+        return [e for e in events if dataset is None or base_key(e.dataset) == dataset]
 
     def spent(self, dataset: str) -> PrivacyBudget | None:
         """Cumulative (ε, δ) reserved or released and not cancelled; ``None`` if nothing."""
@@ -174,6 +190,19 @@ class BudgetLedger:
                                          planned.delta, task=task, output=output, seeded=seeded,
                                          records=tuple(records)))
 
+    def fail_after_draw(self, release_id: str, dataset: str, planned: PrivacyBudget, *,
+                        error: str, task: str = "", output: str = "", seeded: bool = False,
+                        records: Sequence[dict[str, Any]] = ()) -> None:
+        """Close a reservation whose run failed after noise was drawn: it stays spent.
+
+        ``error`` must be an error *type* name; a message could carry data-dependent text.
+        """
+        with self._locked() as fd:
+            self._append(fd, LedgerEvent("release", release_id, dataset, planned.eps,
+                                         planned.delta, task=task, output=output, seeded=seeded,
+                                         records=tuple(records), status="failed",
+                                         note=f"failed after noise was drawn: {error}"))
+
     def cancel(self, release_id: str, dataset: str, planned: PrivacyBudget, *, task: str = "") -> None:
         """Refund a reservation whose run failed before any noise was drawn."""
         with self._locked() as fd:
@@ -188,20 +217,22 @@ class BudgetLedger:
                 f" for {dataset!r}." if dataset else "."
             )
         lines = []
-        for key in dict.fromkeys(e.dataset for e in events):
-            mine = [e for e in events if e.dataset == key]
-            status = {e.release_id: e.kind for e in mine}
+        for key in dict.fromkeys(base_key(e.dataset) for e in events):
+            mine = [e for e in events if base_key(e.dataset) == key]
+            status = {e.release_id: e for e in mine}
             lines += [f"Dataset: {key}", f"  {'time (UTC)':<32} {'task':<10} {'eps':>10} "
                       f"{'delta':>10}  status      output"]
             for e in mine:
                 if e.kind != "reserve":
                     continue
-                state = {"release": "released", "cancel": "cancelled"}.get(
-                    status[e.release_id], "reserved"
-                )
+                last = status[e.release_id]
+                state = {"release": "released", "cancel": "cancelled"}.get(last.kind, "reserved")
+                where = e.output
+                if last.kind == "release" and last.status == "failed":
+                    state, where = "failed", f"{e.output} (spent: {last.note})"
                 lines.append(f"  {e.time:<32} {e.task:<10} {e.eps:>10.4g} {e.delta:>10.3g}  "
-                             f"{state:<10}  {e.output}")
+                             f"{state:<10}  {where}")
             spent = self.spent(key)
             total = f"eps = {spent.eps:g}, delta = {spent.delta:g}" if spent else "nothing"
-            lines += [f"  cumulative (basic composition, reserved + released): {total}", ""]
+            lines += [f"  cumulative (basic composition over reservations, releases and failures after noise): {total}", ""]
         return "\n".join(lines).rstrip()

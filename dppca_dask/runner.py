@@ -2,15 +2,24 @@
 
 Order of a run, each step refusing bad input before the next costs anything:
 
-1. the config is validated (:mod:`dppca_dask.config`);
-2. the output location is checked (no overwrite unless asked);
+1. the config is validated (:mod:`dppca_dask.config`) and checked against the deployment's
+   settings (:mod:`dppca_dask.deployment`: a required ledger, the custodian's ledger path);
+2. the output location is checked: never the input store, inside it or around it, nor around
+   the ledger file (:func:`~dppca_dask.identity.check_output_location`, with or without
+   overwrite); no overwrite unless asked;
 3. the budget is resolved and the noise planned from public quantities (n, p, ε, δ);
 4. the input's metadata is read (shape, names; never values);
-5. the cluster is opened, the data passes run, noise is drawn once on the driver;
-6. every output is written into a temporary directory that is renamed into place at the end,
+5. the spend is reserved in the persistent ledger under the dataset's identity
+   (:mod:`dppca_dask.identity`), refusing a run past the cap;
+6. the cluster is opened, the data passes run, noise is drawn once on the driver (through a
+   :class:`DrawTracker` that notes the first draw);
+7. every output is written into a temporary directory that is renamed into place at the end,
    so a failed run leaves nothing at the final path; the last one is ``report.html``
    (:mod:`dppca_dask.report`: the figures the task wrote, the ledger, the config and the work of
-   each data pass, recorded by :func:`~dppca_dask.passlog.record_passes`).
+   each data pass, recorded by :func:`~dppca_dask.passlog.record_passes`);
+8. the ledger reservation is confirmed once the outputs are in place. A failure before the first
+   draw refunds it (``cancel``); a failure after it (fit, outputs, report) keeps it spent
+   (a ``release`` event with ``status="failed"`` naming only the error type).
 
 What each task does is looked up in :data:`dppca_dask.tasks.TASKS`.
 """
@@ -30,14 +39,88 @@ from dppca_dask.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.cluster import connect, describe_cluster
 from dppca_dask.config import RunConfig, dump_config
 from dppca_dask.data import SourceInfo, as_data, describe_source
-from dppca_dask.errors import OutputExistsError
-from dppca_dask.ledger import BudgetLedger, dataset_key
+from dppca_dask.deployment import apply_deployment
+from dppca_dask.errors import ConfigError, OutputExistsError
+from dppca_dask.identity import check_output_location, resolve_dataset
+from dppca_dask.ledger import BudgetLedger
 from dppca_dask.passlog import PassRecord, record_passes
 from dppca_dask.results import Result, write_atomically
-from dppca_dask.rng import as_rng
+from dppca_dask.rng import RngState, as_rng
 from dppca_dask.tasks import TASKS, TaskSpec, mib
 
-__all__ = ["RunOutcome", "RunPlan", "execute", "plan_run"]
+__all__ = ["DrawTracker", "RunOutcome", "RunPlan", "execute", "plan_run"]
+
+
+class _TrackerBase:
+    """Shared part of the :class:`DrawTracker` classes (one per wrapped generator type)."""
+
+    __slots__ = ("_dppca_drawn", "_dppca_target")
+
+    def __init__(self, target: Any) -> None:
+        object.__setattr__(self, "_dppca_target", target)
+        object.__setattr__(self, "_dppca_drawn", False)
+
+    @property
+    def drawn(self) -> bool:
+        """Whether anything was drawn from (or taken out of) the generator yet."""
+        return bool(object.__getattribute__(self, "_dppca_drawn"))
+
+    def _dppca_mark(self) -> Any:
+        object.__setattr__(self, "_dppca_drawn", True)
+        return object.__getattribute__(self, "_dppca_target")
+
+    def __getattr__(self, name: str) -> Any:  # anything not mirrored on the class counts too
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._dppca_mark(), name)
+
+    def __repr__(self) -> str:
+        return f"DrawTracker({object.__getattribute__(self, '_dppca_target')!r})"
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(tracker, np.random.Generator) stays true
+        return type(object.__getattribute__(self, "_dppca_target"))
+
+
+def _mirror(name: str, target: Any) -> Any:
+    if callable(getattr(target, name, None)):
+        def method(self: _TrackerBase, *args: Any, **kwargs: Any) -> Any:
+            return getattr(self._dppca_mark(), name)(*args, **kwargs)
+
+        method.__name__ = name
+        return method
+    return property(lambda self: getattr(self._dppca_mark(), name))
+
+
+_TRACKERS: dict[type, type] = {}
+
+
+def DrawTracker(generator: Any) -> Any:  # a class factory, named like the classes it makes
+    """A transparent proxy of ``generator`` whose ``drawn`` notes the first draw of any kind.
+
+    Every public method or attribute of the generator's type is mirrored on the proxy's class
+    (so it satisfies :class:`dppca_dask.rng.Rng` and :func:`~dppca_dask.rng.as_rng`'s checks,
+    and ``isinstance`` against the generator's type); calling or reading any of them -- normal,
+    laplace, integers, bit_generator, spawn, ... -- counts as a draw.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tracked = DrawTracker(np.random.default_rng(0))
+    >>> isinstance(tracked, np.random.Generator), tracked.drawn
+    (True, False)
+    >>> _ = tracked.normal(size=2)
+    >>> tracked.drawn
+    True
+    """
+    kind = type(generator)
+    cls = _TRACKERS.get(kind)
+    if cls is None:
+        names = [n for n in dir(kind) if not n.startswith("_") and n != "drawn"]
+        cls = type(f"Tracked{kind.__name__}", (_TrackerBase,),
+                   {"__slots__": (), **{n: _mirror(n, generator) for n in names}})
+        _TRACKERS[kind] = cls
+    return cls(generator)
 
 
 @dataclass(frozen=True)
@@ -110,6 +193,21 @@ def plan_run(config: RunConfig) -> RunPlan:
     )
 
 
+def _guard_output(config: RunConfig) -> None:
+    """Refuse an output directory equal to, inside or around the input store or the ledger."""
+    path = config.input.path
+    protected = []
+    if "://" not in path or path.lower().startswith("file://"):
+        store = resolve_dataset(path, pick=False).location
+        protected += [("the input store", store), ("the input path", path)]
+    settings = config.budget_ledger
+    if settings.enabled:
+        protected.append(("the budget ledger file",
+                          str(settings.resolved_path(config.output.directory))))
+    check_output_location(config.output.directory, protected, parameter="output.directory",
+                          owner="the run config", cls=ConfigError)
+
+
 def _check_output(config: RunConfig, overwrite: bool) -> Path:
     directory = Path(config.output.directory)
     if directory.exists() and not overwrite:
@@ -152,26 +250,33 @@ def _report(config: RunConfig, plan: RunPlan, result: Result, passes: tuple[Pass
 
 @contextmanager
 def _ledger_reservation(
-    config: RunConfig, plan: RunPlan, spec: TaskSpec, seeded: bool
+    config: RunConfig, plan: RunPlan, spec: TaskSpec, seeded: bool, tracker: Any
 ) -> Iterator[dict[str, Any]]:
-    """Reserve the release's spend in the persistent ledger before data is read (cap check),
-    refund it if the run fails, confirm it (with the records the body puts in the yielded dict
-    under ``"records"``) once the release exists."""
+    """Reserve the release's spend in the persistent ledger before data is read (cap check);
+    if the run fails, refund it when ``tracker`` saw no draw, else keep it spent (a failed
+    ``release``); confirm it (with the records the body puts in the yielded dict under
+    ``"records"``) when the body ends."""
     settings = config.budget_ledger
     holder: dict[str, Any] = {}
     if not settings.enabled:
         yield holder
         return
     ledger = BudgetLedger(settings.resolved_path(config.output.directory))
-    key = dataset_key(config.input.path, config.input.array, config.input.columns)
+    key = resolve_dataset(config.input.path, plan.source.array,
+                          storage_options=config.input.storage_options or None).key
     planned = spec.planned_spend(config, plan.budget)
     cap = PrivacyBudget(settings.cap.eps, settings.cap.delta) if settings.cap else None
     output = str(Path(config.output.directory).resolve())
     release_id = ledger.reserve(key, planned, cap=cap, task=config.task, output=output)
     try:
         yield holder
-    except BaseException:
-        ledger.cancel(release_id, key, planned, task=config.task)
+    except BaseException as exc:
+        if tracker.drawn:  # noise exists: the spend stays counted; only the error *type*
+            ledger.fail_after_draw(release_id, key, planned, error=type(exc).__name__,
+                                   task=config.task, output=output, seeded=seeded,
+                                   records=holder.get("records", ()))
+        else:
+            ledger.cancel(release_id, key, planned, task=config.task)
         raise
     ledger.confirm(release_id, key, planned, records=holder.get("records", ()), task=config.task,
                    output=output, seeded=seeded)
@@ -181,13 +286,17 @@ def execute(
     config: RunConfig, *, progress: bool = True, overwrite: bool | None = None
 ) -> RunOutcome:
     """Run ``config`` end to end and write its outputs; see the module docstring for the order."""
+    config = apply_deployment(config)
     overwrite = config.output.overwrite if overwrite is None else overwrite
+    _guard_output(config)
     directory = _check_output(config, overwrite)
     plan = plan_run(config)
     state = as_rng(config.rng, owner="config")
+    tracker = DrawTracker(state.generator)
+    state = RngState(tracker, state.seeded)
     spec = TASKS[config.task]
     timings: dict[str, float] = {}
-    with _ledger_reservation(config, plan, spec, state.seeded) as entry:
+    with _ledger_reservation(config, plan, spec, state.seeded, tracker) as entry:
         start = time.perf_counter()
         with connect(config.cluster, progress=progress, input_path=config.input.path):
             timings["cluster_start"] = time.perf_counter() - start
@@ -197,15 +306,15 @@ def execute(
                 result = spec.fit(config, source, plan.budget, state)
             timings["fit"] = time.perf_counter() - begin
         entry["records"] = [r.as_dict() for r in result.ledger]
-    summary = f"{result!r}\n\n{result.summary()!r}"  # type: ignore[attr-defined]
-    write_extra = spec.write_outputs
-    extra = None if write_extra is None else (
-        lambda base: write_extra(config, result, base, state))
-    passes = tuple(log)
-    report = _report(config, plan, result, passes, timings, state)
-    write_atomically(
-        directory, lambda tmp: _write_outputs(tmp, config, result, summary, extra, report),
-        overwrite=overwrite,
-    )
+        summary = f"{result!r}\n\n{result.summary()!r}"  # type: ignore[attr-defined]
+        write_extra = spec.write_outputs
+        extra = None if write_extra is None else (
+            lambda base: write_extra(config, result, base, state))
+        passes = tuple(log)
+        report = _report(config, plan, result, passes, timings, state)
+        write_atomically(
+            directory, lambda tmp: _write_outputs(tmp, config, result, summary, extra, report),
+            overwrite=overwrite,
+        )
     files = tuple(sorted(str(directory / f) for f in os.listdir(directory)))
     return RunOutcome(result, str(directory), files, timings, passes)

@@ -138,3 +138,104 @@ def test_run__failed_run_refunds_its_reservation(tmp_path, run_config):
     ledger = BudgetLedger(tmp_path / "dppca-budget-ledger.jsonl")
     assert [e.kind for e in ledger.history()] == ["reserve", "cancel"]
     assert ledger.spent(dataset_key(str(data), "X")) is None
+
+
+def _loading_config(tmp_path, data, name="out"):
+    from dppca_dask.config import RunConfig
+
+    return RunConfig.from_dict({
+        "input": {"path": str(data), "array": "X"},
+        "privacy": {"eps": 1.0, "delta": 1e-6},
+        "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+        "output": {"directory": str(tmp_path / name)},
+    })
+
+
+def test_run__failure_while_writing_after_the_fit_stays_spent(tmp_path, run_config, monkeypatch):
+    from dppca_dask import runner
+
+    _, data = run_config
+
+    def broken_writer(tmp, *args, **kwargs):
+        raise OSError("disk full while writing 0.123456")  # a message that could carry data
+
+    monkeypatch.setattr(runner, "_write_outputs", broken_writer)
+    with pytest.raises(OSError, match="disk full"):
+        runner.execute(_loading_config(tmp_path, data), progress=False)
+    ledger_file = tmp_path / "dppca-budget-ledger.jsonl"
+    ledger = BudgetLedger(ledger_file)
+    events = ledger.history()
+    assert [(e.kind, e.status) for e in events] == [("reserve", ""), ("release", "failed")]
+    assert events[-1].note == "failed after noise was drawn: OSError"
+    assert events[-1].records  # the release's (public) ledger records
+    assert "0.123456" not in ledger_file.read_text()
+    assert ledger.spent(dataset_key(str(data), "X")) == PrivacyBudget(1.0, 1e-6)
+    assert not (tmp_path / "out").exists()
+    shown = CliRunner().invoke(main, ["budget", str(data), "--ledger", str(ledger_file)])
+    assert " failed " in shown.output and "failed after noise was drawn: OSError" in shown.output
+    assert "eps = 1, delta = 1e-06" in shown.output
+
+
+def test_run__failure_in_the_fit_after_a_draw_stays_spent(tmp_path, run_config, monkeypatch):
+    import dataclasses
+
+    from dppca_dask import runner
+    from dppca_dask.tasks import TASKS
+
+    _, data = run_config
+    seen = {}
+
+    def fit(config, source, budget, state):
+        from dppca_dask.rng import as_rng
+
+        seen["generator"] = state.generator
+        assert as_rng(state.generator).generator is state.generator  # still an Rng
+        state.generator.integers(0, 10)  # any draw counts, not only normal/laplace
+        raise ValueError("data-dependent failure")
+
+    monkeypatch.setitem(TASKS, "loading", dataclasses.replace(TASKS["loading"], fit=fit))
+    with pytest.raises(ValueError, match="data-dependent"):
+        runner.execute(_loading_config(tmp_path, data), progress=False)
+    assert seen["generator"].drawn
+    ledger = BudgetLedger(tmp_path / "dppca-budget-ledger.jsonl")
+    assert [e.kind for e in ledger.history()] == ["reserve", "release"]
+    assert ledger.history()[-1].note == "failed after noise was drawn: ValueError"
+    assert ledger.spent(dataset_key(str(data), "X")).eps == 1.0
+
+
+def test_run__failure_before_any_draw_is_refunded(tmp_path, run_config, monkeypatch):
+    import dataclasses
+
+    from dppca_dask import runner
+    from dppca_dask.tasks import TASKS
+
+    _, data = run_config
+
+    def fit(config, source, budget, state):
+        assert isinstance(state.generator, np.random.Generator)  # checks are not draws
+        raise ValueError("failed before noise")
+
+    monkeypatch.setitem(TASKS, "loading", dataclasses.replace(TASKS["loading"], fit=fit))
+    with pytest.raises(ValueError, match="before noise"):
+        runner.execute(_loading_config(tmp_path, data), progress=False)
+    ledger = BudgetLedger(tmp_path / "dppca-budget-ledger.jsonl")
+    assert [e.kind for e in ledger.history()] == ["reserve", "cancel"]
+    assert ledger.spent(dataset_key(str(data), "X")) is None
+
+
+def test_draw_tracker__transparent_and_notes_any_draw():
+    from dppca_dask.rng import Rng, as_rng
+    from dppca_dask.runner import DrawTracker
+    from dppca_dask.testing import RRNG
+
+    for make in (lambda: np.random.default_rng(3), lambda: RRNG(3)):
+        reference, tracked = make(), DrawTracker(make())
+        assert isinstance(tracked, Rng) and isinstance(tracked, type(reference))
+        assert as_rng(tracked).generator is tracked and not tracked.drawn
+        assert tracked.normal(size=3).tolist() == reference.normal(size=3).tolist()
+        assert tracked.drawn
+    for use in (lambda g: g.bit_generator, lambda g: g.random(), lambda g: g.spawn(1),
+                lambda g: g.laplace(), lambda g: g.exponential(), lambda g: g.uniform()):
+        tracked = DrawTracker(np.random.default_rng(0))
+        use(tracked)
+        assert tracked.drawn
