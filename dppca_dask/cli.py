@@ -78,6 +78,14 @@ def run(config: str, overwrite: bool, quiet: bool) -> None:
         click.echo(f"\nWrote {outcome.directory}/: "
                    + ", ".join(Path(f).name for f in outcome.files))
         _echo_report(Path(outcome.directory))
+        _echo_timings(outcome)
+
+
+def _echo_timings(outcome: Any) -> None:
+    """Run times, for the operator only: they depend on the data, so no output records them."""
+    parts = [f"{k.replace('_', ' ')} {v:.2f} s" for k, v in outcome.timings.items()]
+    if parts:
+        click.echo("Times (not recorded in any output): " + ", ".join(parts))
 
 
 def _echo_report(directory: Path) -> None:
@@ -221,6 +229,7 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
         click.echo(f"Wrote {outcome.directory}/: "
                    + ", ".join(Path(f).name for f in outcome.files))
         _echo_report(Path(outcome.directory))
+        _echo_timings(outcome)
 
 
 @main.command()

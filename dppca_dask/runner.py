@@ -237,13 +237,13 @@ def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str,
 
 
 def _report(config: RunConfig, plan: RunPlan, result: Result, passes: tuple[PassRecord, ...],
-            timings: dict[str, float], state: Any) -> Callable[[Path], None]:
+            state: Any) -> Callable[[Path], None]:
     def write(base: Path) -> None:
         from dppca_dask.report import figure_files, write_report
 
         files = figure_files(base)
         write_report(base / "report.html", result, figures=files or None, config=config,
-                     source=plan.source, passes=passes, timings=timings, rng=state.generator)
+                     source=plan.source, passes=passes, rng=state.generator)
 
     return write
 
@@ -311,7 +311,7 @@ def execute(
         extra = None if write_extra is None else (
             lambda base: write_extra(config, result, base, state))
         passes = tuple(log)
-        report = _report(config, plan, result, passes, timings, state)
+        report = _report(config, plan, result, passes, state)
         write_atomically(
             directory, lambda tmp: _write_outputs(tmp, config, result, summary, extra, report),
             overwrite=overwrite,
