@@ -200,9 +200,10 @@ def _write_blocks(blocks: Iterable[pd.DataFrame], store: str, columns: ColumnSpe
             encoding = {"X": {"chunks": values.shape}}
             if gpos is not None:
                 encoding["group"] = {"chunks": (len(values),)}
-            ds.to_zarr(store, mode="w", encoding=encoding, consolidated=False)
+            ds.to_zarr(store, mode="w", encoding=encoding, consolidated=False,
+                      write_empty_chunks=True)  # every chunk stored: none may be missing
         else:
-            ds.to_zarr(store, append_dim="sample", consolidated=False)
+            ds.to_zarr(store, append_dim="sample", consolidated=False, write_empty_chunks=True)
         offset += len(frame)
     if offset == 0:
         raise InputError(f"Input {source!r} has no data rows.")
