@@ -183,7 +183,12 @@ def _source_kwargs(config: RunConfig) -> dict[str, object]:
 
 
 def plan_run(config: RunConfig) -> RunPlan:
-    """Resolve budget, noise and work for ``config`` without reading any data values."""
+    """Resolve budget, noise and work for ``config`` without reading any data values.
+
+    Refuses what :func:`execute` would refuse before any work: a run config the deployment
+    forbids, an output location over the input or the ledger."""
+    config = apply_deployment(config)
+    _guard_output(config)
     spec = TASKS[config.task]
     budget = resolve_budget(config.privacy.to_control(), owner=spec.owner)
     source = describe_source(config.input.path, **_source_kwargs(config))

@@ -140,3 +140,12 @@ def test_convert__overwrite_replaces_only_a_zarr_store(tmp_path):
     assert other.read_text() == "keep me"
     out = convert(tmp_path / "x.npy", tmp_path / "x.zarr")
     assert convert(tmp_path / "x.npy", out, overwrite=True) == out
+
+
+def test_plan__refuses_the_output_that_run_would_refuse(setup):
+    tmp_path, store, ledger, config = setup
+    before = _digest(store, ledger)
+    result = CliRunner().invoke(main, ["plan", config(str(store.parent))])
+    assert result.exit_code != 0
+    assert "output.directory" in result.output and len(result.output.strip().splitlines()) == 1
+    assert _digest(store, ledger) == before
