@@ -38,6 +38,26 @@ class Rng(Protocol):
 
     def uniform(self, low: float = 0.0, high: float = 1.0, size: Any = None) -> Any: ...
 
+    def integers(self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64,
+                 endpoint: bool = False) -> Any:
+        """Uniform integers in [low, high) as :meth:`numpy.random.Generator.integers` (the exact
+        samplers of :mod:`dppca_dask.exact_noise` draw all their randomness through it)."""
+        ...
+
+
+@runtime_checkable
+class _ContinuousRng(Protocol):
+    """The older four-method protocol: still accepted by :func:`as_rng` (for samplers outside the
+    mechanisms, e.g. synthetic data); the mechanisms also need ``integers``."""
+
+    def normal(self, loc: float = 0.0, scale: float = 1.0, size: Any = None) -> Any: ...
+
+    def laplace(self, loc: float = 0.0, scale: float = 1.0, size: Any = None) -> Any: ...
+
+    def exponential(self, scale: float = 1.0, size: Any = None) -> Any: ...
+
+    def uniform(self, low: float = 0.0, high: float = 1.0, size: Any = None) -> Any: ...
+
 
 @dataclass(frozen=True)
 class RngState:
@@ -70,6 +90,6 @@ def as_rng(rng: Any, *, owner: str = "dppca_dask") -> RngState:
             raise bad_param("rng", owner, "None, a non-negative int, a SeedSequence or a Generator",
                             rng)
         return RngState(np.random.default_rng(rng), seeded=True)
-    if isinstance(rng, np.random.Generator | Rng):
+    if isinstance(rng, np.random.Generator | Rng | _ContinuousRng):
         return RngState(rng, seeded=True)
     raise bad_param("rng", owner, "None, an int, a SeedSequence or a Generator", rng)

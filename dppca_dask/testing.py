@@ -1,7 +1,8 @@
 """Test utilities: an emulator of R's default random number generator (SPEC_dppca.md App. A).
 
 ``RRNG(seed)`` reproduces ``set.seed(seed)`` followed by ``rnorm``/``rexp``/``runif`` draws of R
-(Mersenne-Twister, Inversion normals, Ahrens-Dieter exponentials) and VGAM's ``rlaplace``. It
+(Mersenne-Twister, Inversion normals, Ahrens-Dieter exponentials) and VGAM's ``rlaplace``, plus
+``integers`` (exactly uniform integers from the 32-bit stream, for the exact samplers). It
 satisfies the :class:`~dppca_dask.rng.Rng` protocol, so tests inject it as ``rng=`` to check the
 package against numbers printed by the R package. Only tests import this module.
 """
@@ -122,6 +123,37 @@ class RRNG:
             tail = math.log(u) if u < 0.5 else math.log1p(-u)
             vals.append(loc - math.copysign(1.0, u - 0.5) * scale * (math.log(2.0) + tail))
         return self._shape(vals, size)
+
+    def _below(self, m: int) -> int:
+        """Exactly uniform on {0, …, m−1}: whole 32-bit words, top bits kept, rejection."""
+        if m <= 1:
+            return 0
+        nbits = (m - 1).bit_length()
+        nwords = -(-nbits // 32)
+        drop = 32 * nwords - nbits
+        while True:
+            v = 0
+            for _ in range(nwords):
+                v = (v << 32) | self._u32()
+            v >>= drop
+            if v < m:
+                return v
+
+    def integers(self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64,
+                 endpoint: bool = False) -> Any:
+        """``numpy.random.Generator.integers`` from the 32-bit Mersenne-Twister stream (exact)."""
+        if high is None:
+            low, high = 0, low
+        lo = np.asarray(low, dtype=object)
+        hi = np.asarray(high, dtype=object)
+        shape = np.broadcast_shapes(lo.shape, hi.shape) if size is None else (
+            (size,) if np.ndim(size) == 0 else tuple(size))
+        lo = np.broadcast_to(lo, shape).ravel()
+        hi = np.broadcast_to(hi, shape).ravel()
+        extra = 1 if endpoint else 0
+        vals = [int(a) + self._below(int(b) - int(a) + extra) for a, b in zip(lo, hi, strict=True)]
+        out = np.asarray(vals, dtype=object).astype(dtype).reshape(shape)
+        return out[()] if out.ndim == 0 and size is None else out
 
     def r_matrix(self, n: int, p: int) -> np.ndarray:
         """``matrix(rnorm(n * p), n, p)`` (column-major fill)."""

@@ -1,0 +1,415 @@
+"""Exact discrete noise samplers (integer arithmetic only; Canonne, Kamath & Steinke 2020).
+
+Every sampler here is driven by uniformly random integers from ``rng.integers`` (the
+:class:`~dppca_dask.rng.Rng` protocol) and uses only integer and rational arithmetic (Python
+ints, :class:`fractions.Fraction`, NumPy int64/uint64 where every operand provably fits), so
+the distribution of each output is *exactly* the stated one -- no floating-point number is
+ever formed on the way to a sample:
+
+* :func:`uniform_below` -- uniform on {0, …, m−1} for any Python int m (rejection from 64-bit
+  words; NumPy's own bounded integers below 2^63);
+* :func:`bernoulli` -- Bernoulli(p/q) by comparing a uniform word with ⌊p·2^64/q⌋ (ties, of
+  probability 2^-64, resolved exactly word by word);
+* :func:`bernoulli_exp` -- Bernoulli(exp(−p/q)) for rational p/q ≥ 0 (CKS 2020, Alg. 1);
+* :func:`discrete_laplace` -- P(y) ∝ exp(−|y|/b) on Z for rational b (CKS 2020, Alg. 2);
+* :func:`discrete_gaussian` -- P(y) ∝ exp(−y²/(2σ²)) on Z for rational σ² (CKS 2020, Alg. 3).
+
+All samplers are vectorised across the draws of one call: arrays of int64 when every
+numerator and denominator of the batch fits (checked on the batch), else object arrays of
+Python ints (the same operations, exact at any size). Timings: ``benchmarks/exact_noise.py``.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "add_ints",
+    "bernoulli",
+    "bernoulli_exp",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "from_grid",
+    "grid_variance",
+    "round_up_rational",
+    "to_grid",
+    "uniform_below",
+]
+
+_FITS = 1 << 62  # every int64 operand and intermediate stays below this
+_WORD = 1 << 64
+
+
+def _words(rng: Any, k: int) -> np.ndarray:
+    """``k`` independent uniform 64-bit words (uint64)."""
+    return np.asarray(rng.integers(0, _WORD, size=k, dtype=np.uint64), dtype=np.uint64)
+
+
+def _as_ints(values: Any) -> np.ndarray:
+    """An int64 array when every value fits, else an object array of Python ints."""
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        if arr.size == 0 or max(abs(int(v)) for v in arr.ravel()) < _FITS:
+            return arr.astype(np.int64)
+        return arr
+    return arr.astype(np.int64)
+
+
+def _fits(*arrays: Any) -> bool:
+    for a in arrays:
+        a = np.asarray(a)
+        if a.size == 0:
+            continue
+        if a.dtype == object:
+            if max(abs(int(v)) for v in a.ravel()) >= _FITS:
+                return False
+        elif int(np.max(np.abs(a))) >= _FITS:
+            return False
+    return True
+
+
+def uniform_below(rng: Any, m: int, size: int) -> np.ndarray:
+    """``size`` exact uniform draws from {0, …, m−1} (int64, or Python ints when m > 2^62).
+
+    Examples
+    --------
+    >>> v = uniform_below(np.random.default_rng(0), 10**30, 4)
+    >>> bool(all(0 <= int(x) < 10**30 for x in v))
+    True
+    """
+    m = int(m)
+    if m < 1:
+        raise ValueError(f"uniform_below needs m >= 1; got {m}.")
+    if m <= _FITS:
+        return np.asarray(rng.integers(0, m, size=size, dtype=np.int64), dtype=np.int64)
+    nbits = (m - 1).bit_length()
+    nwords = -(-nbits // 64)
+    drop = 64 * nwords - nbits
+    out = np.empty(size, dtype=object)
+    todo = np.arange(size)
+    while todo.size:
+        words = [_words(rng, todo.size).tolist() for _ in range(nwords)]
+        cand = np.empty(todo.size, dtype=object)
+        for i in range(todo.size):
+            v = 0
+            for w in words:
+                v = (v << 64) | w[i]
+            cand[i] = v >> drop
+        ok = np.fromiter((c < m for c in cand), dtype=bool, count=todo.size)
+        out[todo[ok]] = cand[ok]
+        todo = todo[~ok]
+    return out
+
+
+def _bernoulli_tie(rng: Any, rem: int, q: int) -> bool:
+    """Continue the comparison U < p/q after a tie on every word so far (remainder ``rem``)."""
+    while rem:
+        rem <<= 64
+        w, rem = divmod(rem, q)
+        u = int(_words(rng, 1)[0])
+        if u != w:
+            return u < w
+    return False  # p/q's expansion ended: U ≥ p/q
+
+
+def bernoulli(rng: Any, p: Any, q: Any) -> np.ndarray:
+    """Exact Bernoulli(p/q) draws, elementwise over integer arrays ``p`` (≥ 0) and ``q`` (> 0).
+
+    Examples
+    --------
+    >>> bernoulli(np.random.default_rng(0), np.array([0, 3]), np.array([5, 3])).tolist()
+    [False, True]
+    """
+    p = np.asarray(p)
+    q = np.broadcast_to(np.asarray(q), p.shape)
+    n = p.size
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    if _fits(q) and p.dtype != object and q.dtype != object:
+        u = np.asarray(rng.integers(0, q.astype(np.int64), dtype=np.int64))
+        return u < p
+    pp = [int(v) for v in p.ravel()]
+    qq = [int(v) for v in np.asarray(q).ravel()]
+    out = np.empty(n, dtype=bool)
+    w1 = np.zeros(n, dtype=np.uint64)
+    sure = np.zeros(n, dtype=bool)
+    for i in range(n):
+        if pp[i] >= qq[i]:
+            sure[i] = True
+        else:
+            w1[i] = (pp[i] << 64) // qq[i]
+    u = _words(rng, n)
+    out[:] = u < w1
+    out[sure] = True
+    for i in np.flatnonzero((u == w1) & ~sure):
+        rem = (pp[i] << 64) - int(w1[i]) * qq[i]
+        out[i] = _bernoulli_tie(rng, rem, qq[i])
+    return out
+
+
+def _bernoulli_exp_unit(rng: Any, p: Any, q: Any) -> np.ndarray:
+    """Bernoulli(exp(−p/q)) for 0 ≤ p/q ≤ 1 (CKS 2020, Alg. 1): K counts successive
+    Bernoulli(x/K) successes; the answer is "K odd"."""
+    p = np.asarray(p)
+    q = np.asarray(q)
+    n = p.size
+    k = np.ones(n, dtype=np.int64)
+    active = np.ones(n, dtype=bool)
+    while active.any():
+        idx = np.flatnonzero(active)
+        qi, ki = q[idx], k[idx]
+        if qi.dtype != object and int(np.max(qi)) * int(np.max(ki)) >= _FITS:
+            qi = qi.astype(object)
+        hit = bernoulli(rng, p[idx], qi * ki)
+        k[idx[hit]] += 1
+        active[idx[~hit]] = False
+    return (k % 2) == 1
+
+
+def bernoulli_exp(rng: Any, p: Any, q: Any) -> np.ndarray:
+    """Exact Bernoulli(exp(−p/q)) draws for integer arrays p ≥ 0, q > 0 (CKS 2020, Alg. 1).
+
+    exp(−x) = exp(−1)^⌊x⌋ · exp(−(x − ⌊x⌋)): ⌊x⌋ Bernoulli(exp(−1)) draws, stopping at the first
+    failure, then one Bernoulli(exp(−frac)).
+
+    Examples
+    --------
+    >>> b = bernoulli_exp(np.random.default_rng(1), np.zeros(3, dtype=np.int64), 1)
+    >>> b.tolist()
+    [True, True, True]
+    """
+    p = _as_ints(np.atleast_1d(p))
+    q = _as_ints(np.broadcast_to(np.asarray(q), p.shape).copy())
+    whole = p // q
+    frac = p - whole * q
+    alive = np.ones(p.size, dtype=bool)
+    need = whole.copy()
+    while True:
+        idx = np.flatnonzero(alive & (need > 0))
+        if idx.size == 0:
+            break
+        ones = np.ones(idx.size, dtype=np.int64)
+        alive[idx] = _bernoulli_exp_unit(rng, ones, ones)
+        need[idx] -= 1
+    idx = np.flatnonzero(alive)
+    if idx.size:
+        alive[idx] = _bernoulli_exp_unit(rng, frac[idx], q[idx])
+    return alive
+
+
+def _geometric_exp1(rng: Any, n: int) -> np.ndarray:
+    """V = number of successes before the first failure of Bernoulli(exp(−1)) trials."""
+    v = np.zeros(n, dtype=np.int64)
+    active = np.ones(n, dtype=bool)
+    while active.any():
+        idx = np.flatnonzero(active)
+        ones = np.ones(idx.size, dtype=np.int64)
+        hit = _bernoulli_exp_unit(rng, ones, ones)
+        v[idx[hit]] += 1
+        active[idx[~hit]] = False
+    return v
+
+
+def round_up_rational(x: Fraction, rel_bits: int = 24) -> Fraction:
+    """The smallest multiple of 2^-k at or above ``x`` (k chosen so it is within 2^-rel_bits
+    relative): keeps numerators/denominators small without ever rounding a scale down.
+
+    Examples
+    --------
+    >>> round_up_rational(Fraction(1, 3), 8)
+    Fraction(171, 512)
+    """
+    x = Fraction(x)
+    if x <= 0:
+        raise ValueError(f"round_up_rational needs x > 0; got {x}.")
+    k = max(0, rel_bits - (x.numerator.bit_length() - x.denominator.bit_length()) + 1)
+    den = 1 << k
+    return Fraction(-((-x.numerator * den) // x.denominator), den)
+
+
+def discrete_laplace(rng: Any, scale: Fraction | int, size: int) -> np.ndarray:
+    """``size`` exact draws with P(y) ∝ exp(−|y|/scale) on Z (CKS 2020, Alg. 2).
+
+    ``scale`` = t/s (a Fraction). Returns an int64 array, or Python ints when large.
+
+    Examples
+    --------
+    >>> y = discrete_laplace(np.random.default_rng(0), Fraction(3, 2), 5)
+    >>> y.dtype == np.int64 and len(y) == 5
+    True
+    """
+    scale = Fraction(scale)
+    if scale <= 0:
+        raise ValueError(f"discrete_laplace needs a positive scale; got {scale}.")
+    t, s = scale.numerator, scale.denominator
+    if size <= SCALAR_MAX:
+        return _as_ints(np.array([_dlap1(rng, t, s) for _ in range(size)] or [0],
+                                 dtype=object)[:size])
+    out = np.zeros(size, dtype=np.int64 if t < _FITS // 64 else object)
+    todo = np.arange(size)
+    while todo.size:
+        n = todo.size
+        u = uniform_below(rng, t, n)
+        keep = bernoulli_exp(rng, u, t)
+        u = u[keep]
+        m = u.size
+        v = _geometric_exp1(rng, m)
+        x = u + (v.astype(object) * t if u.dtype == object or t >= _FITS // 64 else v * t)
+        y = (x.astype(object) // s) if s >= _FITS else x // s
+        b = np.asarray(rng.integers(0, 2, size=m, dtype=np.int64)) == 1
+        ok = ~(b & (y == 0))
+        signed = np.where(b, -y, y)[ok]
+        dest = todo[np.flatnonzero(keep)[ok]]
+        out[dest] = signed
+        filled = np.zeros(n, dtype=bool)
+        filled[np.flatnonzero(keep)[ok]] = True
+        todo = todo[~filled]
+    return _as_ints(out) if out.dtype == object else out
+
+
+def discrete_gaussian(rng: Any, sigma2: Fraction | int, size: int) -> np.ndarray:
+    """``size`` exact draws with P(y) ∝ exp(−y²/(2σ²)) on Z (CKS 2020, Alg. 3).
+
+    Proposal Y ~ discrete Laplace(t), t = ⌊σ⌋ + 1, accepted with probability
+    exp(−(|Y| − σ²/t)²/(2σ²)) = exp(−(|Y|·t·b − a)²/(2·a·b·t²)) for σ² = a/b.
+
+    Examples
+    --------
+    >>> y = discrete_gaussian(np.random.default_rng(0), Fraction(9), 1000)
+    >>> 7.0 < float(np.var(y.astype(float))) < 11.0
+    True
+    """
+    sigma2 = Fraction(sigma2)
+    if sigma2 <= 0:
+        raise ValueError(f"discrete_gaussian needs a positive variance; got {sigma2}.")
+    a, b = sigma2.numerator, sigma2.denominator
+    t = _isqrt_floor(sigma2) + 1
+    den = 2 * a * b * t * t
+    if size <= SCALAR_MAX:
+        return _as_ints(np.array([_dgauss1(rng, a, b, t) for _ in range(size)] or [0],
+                                 dtype=object)[:size])
+    out = np.zeros(size, dtype=object)
+    todo = np.arange(size)
+    while todo.size:
+        n = todo.size
+        batch = n + n // 2 + 8  # acceptance is ≥ ~0.6: one round fills most
+        y = discrete_laplace(rng, t, batch)
+        absy = np.abs(y)
+        top = int(np.max(absy)) * b * t + a
+        if absy.dtype != object and den < _FITS and top * top < _FITS:
+            num = (absy * (b * t) - a) ** 2
+            ok = bernoulli_exp(rng, num, den)
+        else:
+            ao = absy.astype(object)
+            num = (ao * (b * t) - a) ** 2
+            ok = bernoulli_exp(rng, num, np.full(batch, den, dtype=object))
+        acc = y[ok][:n]
+        out[todo[: acc.size]] = acc
+        todo = todo[acc.size:]
+    return _as_ints(out)
+
+
+def _isqrt_floor(x: Fraction) -> int:
+    """⌊√x⌋ for a rational x ≥ 0, exactly."""
+    from math import isqrt
+
+    r = isqrt(x.numerator // x.denominator)
+    while Fraction((r + 1) ** 2) <= x:
+        r += 1
+    while Fraction(r * r) > x:
+        r -= 1
+    return r
+
+
+# --- the public grid: exact rounding to integers and back (no randomness) -----------------------
+
+
+def to_grid(values: Any, grid: float) -> np.ndarray:
+    """round(values/γ) as integers (int64, or Python ints when large); γ a power of two, so
+    values/γ is exact and ``np.rint`` is the only rounding."""
+    arr = np.asarray(values, dtype=np.float64).ravel()
+    if not np.isfinite(arr).all():
+        raise ValueError("A noisy release needs finite values.")
+    k = np.rint(arr / grid)
+    if k.size == 0 or float(np.max(np.abs(k))) < 2.0 ** 62:
+        return k.astype(np.int64)
+    return np.array([int(v) for v in k], dtype=object)
+
+
+def add_ints(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact a + b for integer arrays (object arithmetic when int64 could overflow)."""
+    if a.dtype == object or b.dtype == object or (a.size and (
+            int(np.max(np.abs(a))) >= _FITS or int(np.max(np.abs(b))) >= _FITS)):
+        return a.astype(object) + b.astype(object)
+    return a + b
+
+
+def from_grid(k: np.ndarray, grid: float) -> np.ndarray:
+    """γ·k as float64: a deterministic function of the integers (post-processing)."""
+    if k.dtype == object:
+        return np.array([float(v) for v in k], dtype=np.float64) * grid
+    return k.astype(np.float64) * grid
+
+
+def grid_variance(sd: float, grid: float) -> Fraction:
+    """A rational variance at or above (sd/γ)² for :func:`discrete_gaussian`."""
+    return round_up_rational((Fraction(sd) / Fraction(grid)) ** 2)
+
+
+# --- scalar paths (Python ints, one draw at a time): the same algorithms without array overhead
+
+
+def _below1(rng: Any, m: int) -> int:
+    if m <= _FITS:
+        return int(rng.integers(0, m))
+    return int(uniform_below(rng, m, 1)[0])
+
+
+def _bern1(rng: Any, p: int, q: int) -> bool:
+    return p >= q or _below1(rng, q) < p
+
+
+def _bern_exp_unit1(rng: Any, p: int, q: int) -> bool:
+    k = 1
+    while _bern1(rng, p, q * k):
+        k += 1
+    return k % 2 == 1
+
+
+def _bern_exp1(rng: Any, p: int, q: int) -> bool:
+    whole, frac = divmod(p, q)
+    for _ in range(whole):
+        if not _bern_exp_unit1(rng, 1, 1):
+            return False
+    return _bern_exp_unit1(rng, frac, q)
+
+
+def _dlap1(rng: Any, t: int, s: int) -> int:
+    while True:
+        u = _below1(rng, t)
+        if not _bern_exp_unit1(rng, u, t):
+            continue
+        v = 0
+        while _bern_exp_unit1(rng, 1, 1):
+            v += 1
+        y = (u + t * v) // s
+        if _below1(rng, 2):
+            if y == 0:
+                continue
+            return -y
+        return y
+
+
+def _dgauss1(rng: Any, a: int, b: int, t: int) -> int:
+    den = 2 * a * b * t * t
+    while True:
+        y = _dlap1(rng, t, 1)
+        if _bern_exp1(rng, (abs(y) * b * t - a) ** 2, den):
+            return y
+
+
+SCALAR_MAX = 8
+"""Calls of at most this many draws use the scalar paths (same algorithms, less overhead)."""
