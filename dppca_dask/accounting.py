@@ -21,20 +21,28 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+import numpy as np
 from scipy import optimize, special
 
 from dppca_dask.errors import BudgetError
 
 __all__ = [
     "CALIBRATIONS",
+    "GRID_BITS",
+    "LatticeCertificate",
     "SpendRecord",
     "analytic_gaussian_sigma",
     "classical_gaussian_sigma",
     "gaussian_delta",
     "gaussian_sigma",
+    "histogram_gaussian_delta",
+    "histogram_gaussian_variance",
+    "lattice_gaussian_certificate",
+    "lattice_gaussian_sd",
     "ledger_from_dicts",
     "ledger_to_dicts",
     "ledger_totals",
+    "public_grid",
 ]
 
 Calibration = Literal["classical", "analytic"]
@@ -118,6 +126,13 @@ class SpendRecord:
     draws: int = 0
     status: Literal["spent", "prior"] = "spent"
     note: str = ""
+    grid: float | None = None
+
+    # Field meanings: ``sensitivity`` is the sensitivity the noise was calibrated for (after the
+    # grid-rounding inflation, docs/privacy.md), ``scale`` the noise sd (Gaussian) or Laplace
+    # scale actually used, ``grid`` the public grid γ = 2^k the release lies on (1 for counts),
+    # ``draws`` the number of noise draws -- always a public number (for data-dependent
+    # mechanisms its public upper bound). No field may depend on the data.
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,3 +150,171 @@ def ledger_totals(ledger: Iterable[SpendRecord]) -> dict[str, float]:
     """Basic-composition totals of the records spent by this release (prior releases excluded)."""
     spent = [r for r in ledger if r.status == "spent"]
     return {"eps": math.fsum(r.eps for r in spent), "delta": math.fsum(r.delta for r in spent)}
+
+
+# --- calibration of the exact (grid) mechanisms (docs/privacy.md, "Floating-point safety") ------
+
+GRID_BITS = 30
+"""The public grid γ = 2^k is the largest power of two with γ·√d ≤ 2^-30·Δ (L2) or
+γ·d ≤ 2^-30·Δ (L1): rounding costs a relative 2^-30 ≈ 1e-9 of sensitivity."""
+
+_TAIL_BITS = 30  # each tail event of the lattice certificate is given at most δ·2^-30
+
+
+def public_grid(sensitivity: float, dimension: int, norm: str) -> float:
+    """γ = 2^k, the largest power of two with γ·√d (``"l2"``) or γ·d (``"l1"``) ≤ 2^-30·Δ.
+
+    A function of public quantities only (sensitivity, dimension).
+
+    Examples
+    --------
+    >>> public_grid(1.0, 1, "l2") == 2.0 ** -30, public_grid(1.0, 4, "l1") == 2.0 ** -32
+    (True, True)
+    """
+    if not (sensitivity > 0 and math.isfinite(sensitivity)) or dimension < 1:
+        raise ValueError(f"A grid needs a positive finite sensitivity and dimension >= 1; got "
+                         f"{sensitivity!r}, {dimension!r}.")
+    spread = math.sqrt(dimension) if norm == "l2" else float(dimension)
+    bound = math.ldexp(sensitivity, -GRID_BITS) / spread
+    k = math.frexp(bound)[1] - 1  # 2^k <= bound < 2^(k+1)
+    while math.ldexp(1.0, k) > bound:
+        k -= 1
+    while math.ldexp(1.0, k + 1) <= bound:
+        k += 1
+    return math.ldexp(1.0, k)
+
+
+def _chi2_radius(dimension: int, log_inv_tail: float) -> float:
+    """x with exp(−(d/2)(x − ln(1+x))) = tail: the Chernoff bound for a sum of d squares whose
+    moment generating function is dominated by that of χ²_d."""
+    def excess(x: float) -> float:
+        return 0.5 * dimension * (x - math.log1p(x)) - log_inv_tail
+
+    hi = 1.0
+    while excess(hi) < 0:
+        hi *= 2.0
+    x = optimize.brentq(excess, 0.0, hi, xtol=1e-15, rtol=1e-15)
+    return x * (1 + 1e-12) + 1e-300
+
+
+@dataclass(frozen=True)
+class LatticeCertificate:
+    """The terms of the (ε, δ) bound for adding i.i.d. N_Z(0, s²) to a vector in Z^d whose
+    neighbours differ by at most D in L2 (docs/privacy.md): ε = ε0 + 2a + ln S,
+    δ = e^a·(δ_G(ε0) + e^{ε0}·T) + T."""
+
+    eps0: float
+    delta_gauss: float
+    a: float
+    log_s: float
+    tail: float
+    delta_total: float
+    ok: bool
+
+
+def lattice_gaussian_certificate(s: float, grid_sensitivity: float, dimension: int,
+                                 eps: float, delta: float) -> LatticeCertificate:
+    """Certify (ε, δ) for the multivariate discrete Gaussian with sd ``s`` (grid units)."""
+    d = dimension
+    log_inv_tail = -math.log(math.ldexp(delta, -_TAIL_BITS)) + eps  # e^ε·T ≤ δ·2^-30
+    tail = math.exp(-log_inv_tail)
+    x = _chi2_radius(d, log_inv_tail)
+    radius = s * math.sqrt(d * (1.0 + x)) + 0.5 * math.sqrt(d)
+    a = (radius * math.sqrt(d) + 0.25 * d) / (2.0 * s * s) * (1 + 1e-9)
+    c = 2.0 * math.pi ** 2 * s * s
+    z = math.exp(-c) if c < 745 else 0.0
+    log_s = d * math.log1p(2.0 * z / -math.expm1(-c)) * (1 + 1e-9) if z > 0 else 0.0
+    eps0 = eps - 2.0 * a - log_s
+    if eps0 <= 0:
+        return LatticeCertificate(eps0, 1.0, a, log_s, tail, math.inf, False)
+    dg = gaussian_delta(s, grid_sensitivity, eps0)
+    log_gauss = a + math.log(dg) if dg > 0 else -math.inf
+    log_tail_term = a + eps0 - log_inv_tail  # = ln(δ·2^-30) − a − ln S: never overflows
+    total = (math.exp(min(log_gauss, 709.0)) + math.exp(min(log_tail_term, 709.0)) + tail) * (
+        1 + 1e-9)
+    return LatticeCertificate(eps0, dg, a, log_s, tail, total, total <= delta)
+
+
+@functools.lru_cache(maxsize=1024)
+def lattice_gaussian_sd(sensitivity: float, dimension: int, eps: float, delta: float,
+                        calibration: str) -> tuple[float, float, float, LatticeCertificate]:
+    """(γ, inflated sensitivity Δ + γ√d, σ, certificate) of an exact Gaussian release.
+
+    σ starts at the calibration's σ for the inflated sensitivity at a δ shaded by 2^-20; where
+    that σ does not meet (ε, δ) exactly (``"classical"`` for large ε) the analytic σ is used; σ
+    then grows until the lattice certificate holds. σ is returned as a float; the sampler uses
+    a rational variance at or above (σ/γ)².
+    """
+    grid = public_grid(sensitivity, dimension, "l2")
+    inflated = math.nextafter(sensitivity + grid * math.sqrt(dimension), math.inf)
+    shaded = delta * (1.0 - 2.0 ** -20)
+    sigma = gaussian_sigma(inflated, eps, shaded, calibration)
+    if gaussian_delta(sigma, inflated, eps) > shaded:
+        sigma = analytic_gaussian_sigma(inflated, eps, shaded)
+    step = 1e-9
+    for _ in range(200):
+        cert = lattice_gaussian_certificate(sigma / grid, inflated / grid, dimension, eps, delta)
+        if cert.ok:
+            return grid, inflated, sigma, cert
+        sigma *= 1.0 + step
+        step *= 2.0
+    raise BudgetError(f"Could not certify an exact Gaussian release at eps={eps!r}, "
+                      f"delta={delta!r} in dimension {dimension}.")
+
+
+def _log_theta(s2: float, scale: float, alternating: bool = False) -> float:
+    """ln Σ_j exp(−(j − shift)²/(scale·s2)) by Poisson summation (shift ½ when alternating)."""
+    if s2 < 4.0:  # direct sum (Poisson's dual sum converges slowly here)
+        shift = 0.5 if alternating else 0.0
+        j = np.arange(-int(40 * math.sqrt(s2)) - 3, int(40 * math.sqrt(s2)) + 4) - shift
+        expo = -(j * j) / (scale * s2)
+        top = float(np.max(expo))
+        return top + math.log(float(np.sum(np.exp(expo - top))))
+    c = math.pi ** 2 * scale * s2
+    total, k = 1.0, 1
+    while True:
+        term = 2.0 * math.exp(-c * k * k) if c * k * k < 745 else 0.0
+        if term < 1e-18:
+            break
+        total += -term if (alternating and k % 2) else term
+        k += 1
+    return 0.5 * math.log(math.pi * scale * s2) + math.log(total)
+
+
+def histogram_gaussian_delta(s2: float, eps: float) -> float:
+    """Exact δ(ε) of adding i.i.d. N_Z(0, s2) to integer counts under replace-one adjacency.
+
+    One replaced row moves one count from cell A to cell B; the other cells cancel, and the
+    privacy loss is (Y_A − Y_B + 1)/s2, so δ = Σ_k r(k)·(1 − e^{ε − (k+1)/s2})₊ with r the pmf of
+    K = Y_A − Y_B: r(k) = e^{−k²/(4 s2)}·E_{k mod 2}/Z², Z = Σ_j e^{−j²/(2 s2)},
+    E_0 = Σ_j e^{−j²/s2}, E_1 = Σ_j e^{−(j−½)²/s2} (Poisson summation for the three sums).
+    """
+    log_z = _log_theta(s2, 2.0)
+    log_e = (_log_theta(s2, 1.0), _log_theta(s2, 1.0, alternating=True))
+    k0 = math.floor(eps * s2 - 1.0) + 1
+    width = math.ceil(60.0 * math.sqrt(2.0 * s2)) + 50
+    k = np.arange(k0, k0 + width, dtype=np.float64)
+    log_r = -k * k / (4.0 * s2) + np.where(k % 2 == 0, log_e[0], log_e[1]) - 2.0 * log_z
+    gain = -np.expm1(eps - (k + 1.0) / s2)
+    return float(np.sum(np.exp(log_r) * np.clip(gain, 0.0, None)))
+
+
+@functools.lru_cache(maxsize=256)
+def histogram_gaussian_variance(eps: float, delta: float, calibration: str) -> float:
+    """The variance s2 of the exact Gaussian histogram: the calibration's σ² for sensitivity √2
+    when it meets (ε, δ) exactly on the integers (``"classical"``), else (and always for
+    ``"analytic"``) the smallest s2 (to 1e-9 relative) whose exact δ is at most δ."""
+    target = delta * (1.0 - 1e-9)
+    start = gaussian_sigma(math.sqrt(2.0), eps, delta, calibration) ** 2
+    if calibration == "classical" and histogram_gaussian_delta(start, eps) <= target:
+        return start
+    lo, hi = start * 0.25, start
+    while histogram_gaussian_delta(hi, eps) > target:
+        lo, hi = hi, hi * 2.0
+    while hi - lo > 1e-10 * hi:
+        mid = 0.5 * (lo + hi)
+        if histogram_gaussian_delta(mid, eps) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi

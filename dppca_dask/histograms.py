@@ -182,7 +182,7 @@ def release_histograms(
                 total[i, g] = mass
                 prob[i, g] = rel.value / mass
             else:
-                rel = stability_histogram(counts[g] / n_g, n=n_g, budget=budget, rng=rng,
+                rel = stability_histogram(counts[g], n=n_g, budget=budget, rng=rng,
                                           component="score", label="sparse histogram")
                 mass = float(rel.value.sum())
                 total[i, g] = mass * n_g

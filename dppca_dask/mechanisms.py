@@ -3,18 +3,41 @@
 Each mechanism is a pure function of a small exact statistic (already computed by a data pass and
 held on the driver), a budget and a generator. It returns the noisy value together with a frozen
 :class:`~dppca_dask.accounting.SpendRecord`. No mechanism touches a Dask array.
+
+Floating-point safety (docs/privacy.md): every Gaussian and Laplace mechanism rounds the statistic
+to a public grid γ = 2^k (:func:`~dppca_dask.accounting.public_grid`; γ = 1 for counts), adds
+*integer* noise from the exact samplers of :mod:`dppca_dask.exact_noise` and outputs γ·(integer).
+The output is a deterministic function of the noisy integer (post-processing), so no bit of it
+depends on the statistic beyond that integer. The rounding is accounted for by calibrating to the
+inflated sensitivity Δ + γ√d (L2) or Δ + γ·d (L1).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from dppca_dask.accounting import SpendRecord, gaussian_sigma
+from dppca_dask.accounting import (
+    SpendRecord,
+    gaussian_sigma,
+    histogram_gaussian_variance,
+    lattice_gaussian_sd,
+    public_grid,
+)
 from dppca_dask.budget import PrivacyBudget
+from dppca_dask.exact_noise import (
+    add_ints,
+    discrete_gaussian,
+    discrete_laplace,
+    from_grid,
+    grid_variance,
+    round_up_rational,
+    to_grid,
+)
 
 __all__ = [
     "Release",
@@ -27,6 +50,7 @@ __all__ = [
     "gaussian_zcdp_symmetric",
     "histogram_noise_sigma",
     "laplace_release",
+    "mat2vec",
     "smooth_laplace",
     "stability_histogram",
     "stability_histogram_parameters",
@@ -71,11 +95,70 @@ def vec2mat(values: np.ndarray, p: int) -> np.ndarray:
     return out
 
 
+def mat2vec(matrix: np.ndarray) -> np.ndarray:
+    """The isometric vech of a symmetric matrix, the inverse of :func:`vec2mat`: the diagonal,
+    then √2 × the strict lower triangle in column-major order (‖vech‖₂ = ‖matrix‖_F).
+
+    Examples
+    --------
+    >>> m = vec2mat(np.arange(1.0, 7.0), 3)
+    >>> bool(np.allclose(mat2vec(m), np.arange(1.0, 7.0)))
+    True
+    """
+    matrix = np.asarray(matrix, dtype=np.float64)
+    p = matrix.shape[0]
+    rows, cols = np.tril_indices(p, -1)
+    order = np.lexsort((rows, cols))
+    return np.concatenate([np.diag(matrix), math.sqrt(2.0) * matrix[rows[order], cols[order]]])
+
+
+def _exact_gaussian(values: np.ndarray, sensitivity: float, budget: PrivacyBudget,
+                    calibration: str, rng: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    """γ·(round(values/γ) + N_Z(0, s²)): the (ε, δ) lattice Gaussian (docs/privacy.md)."""
+    d = int(values.size)
+    grid, inflated, sd, cert = lattice_gaussian_sd(sensitivity, d, budget.eps, budget.delta,
+                                                   calibration)
+    s2 = grid_variance(sd, grid)
+    noisy = add_ints(to_grid(values, grid), discrete_gaussian(rng, s2, d))
+    actual = grid * math.sqrt(float(s2))
+    info = {"grid": grid, "sensitivity": inflated, "scale": actual,
+            "rho": inflated ** 2 / (2.0 * actual ** 2),
+            "note": (f"exact discrete Gaussian on grid 2^{math.frexp(grid)[1] - 1}; certified "
+                     f"eps0 {cert.eps0:.6g}, lattice term a {cert.a:.3g}, tails {cert.tail:.3g}, "
+                     f"delta bound {cert.delta_total:.6g}")}
+    return from_grid(noisy, grid), info
+
+
+def _exact_gaussian_zcdp(values: np.ndarray, sensitivity: float, rho: float,
+                         rng: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    """γ·(round(values/γ) + N_Z(0, s²)), s² ≥ (Δ/γ + √d)²/(2ρ): at most ρ-zCDP (CKS Thm 14)."""
+    _zcdp_sigma(sensitivity, rho)
+    d = int(values.size)
+    grid = public_grid(sensitivity, d, "l2")
+    inflated = math.nextafter(sensitivity + grid * math.sqrt(d), math.inf)
+    s2 = round_up_rational((Fraction(inflated) / Fraction(grid)) ** 2 / (2 * Fraction(rho)))
+    noisy = add_ints(to_grid(values, grid), discrete_gaussian(rng, s2, d))
+    info = {"grid": grid, "sensitivity": inflated, "scale": grid * math.sqrt(float(s2)),
+            "note": f"exact discrete Gaussian on grid 2^{math.frexp(grid)[1] - 1}"}
+    return from_grid(noisy, grid), info
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
 def symmetric_noise_sigma(
-    sensitivity: float, budget: PrivacyBudget, calibration: str
+    sensitivity: float, budget: PrivacyBudget, calibration: str, dimension: int | None = None
 ) -> float:
-    """σ of the diagonal noise of :func:`gaussian_symmetric_matrix` (off-diagonal: σ/√2)."""
-    return gaussian_sigma(sensitivity, budget.eps, budget.delta, calibration)
+    """σ of the diagonal noise of :func:`gaussian_symmetric_matrix` (off-diagonal: σ/√2).
+
+    Without ``dimension``: the nominal σ for ``sensitivity`` (what plans print). With the number
+    q = p(p+1)/2 of released values: the σ the exact mechanism calibrates (larger by the grid
+    inflation, a relative ~1e-8, and by the analytic fallback where classical fails).
+    """
+    if dimension is None:
+        return gaussian_sigma(sensitivity, budget.eps, budget.delta, calibration)
+    return lattice_gaussian_sd(sensitivity, dimension, budget.eps, budget.delta, calibration)[2]
 
 
 def gaussian_symmetric_matrix(
@@ -89,29 +172,30 @@ def gaussian_symmetric_matrix(
 ) -> Release:
     """Gaussian mechanism on a symmetric matrix with Frobenius sensitivity ``sensitivity``.
 
-    Draws q = p(p+1)/2 values N(0, σ²) in one call and adds ``vec2mat`` of them (SPEC §4.3).
+    Releases the isometric vech (:func:`mat2vec`; q = p(p+1)/2 values, L2 sensitivity Δ) with
+    the exact lattice Gaussian of :func:`gaussian_release` and lays it out with
+    :func:`vec2mat` (post-processing): diagonal sd σ, off-diagonal sd σ/√2 (SPEC §4.3).
     """
     matrix = np.asarray(matrix, dtype=np.float64)
     p = matrix.shape[0]
-    sigma = symmetric_noise_sigma(sensitivity, budget, calibration)
     q = p * (p + 1) // 2
-    zeta = np.asarray(rng.normal(0.0, sigma, size=q), dtype=np.float64)
-    noisy = matrix + vec2mat(zeta, p)
+    out, info = _exact_gaussian(mat2vec(matrix), sensitivity, budget, calibration, rng)
     record = SpendRecord(
         component=component,
         mechanism="gaussian_symmetric_matrix",
         eps=budget.eps,
         delta=budget.delta,
-        sensitivity=sensitivity,
+        sensitivity=info["sensitivity"],
         sensitivity_norm="frobenius",
         noise="gaussian",
-        scale=sigma,
-        rho=sensitivity**2 / (2.0 * sigma**2),
+        scale=info["scale"],
+        rho=info["rho"],
         calibration=calibration,
         draws=q,
-        note="diagonal sd = scale, off-diagonal sd = scale/sqrt(2)",
+        note=_join("diagonal sd = scale, off-diagonal sd = scale/sqrt(2)", info["note"]),
+        grid=info["grid"],
     )
-    return Release(noisy, record)
+    return Release(vec2mat(out, p), record)
 
 
 def above_threshold(
@@ -181,11 +265,13 @@ def gaussian_zcdp(
     component: str,
     note: str = "",
 ) -> Release:
-    """Gaussian mechanism in ρ-zCDP: ``value`` + N(0, σ²) per entry, σ = Δ/√(2ρ).
+    """Gaussian mechanism in ρ-zCDP: ``value`` + discrete Gaussian noise on a public grid.
 
-    ``sensitivity`` is the L2 sensitivity Δ of the whole of ``value`` (a scalar or an array);
-    the cost is ρ = Δ²/(2σ²) (Bun & Steinke 2016, Prop. 1.6). Draws ``value.size`` normals in one
-    call. A scalar ``value`` gives a float.
+    ``sensitivity`` is the L2 sensitivity Δ of the whole of ``value`` (a scalar or an array).
+    The value is rounded to the grid γ and N_Z(0, s²) is added with s ≥ (Δ/γ + √d)/√(2ρ), so the
+    cost is at most ρ exactly (Canonne, Kamath & Steinke 2020, Thm 14: the multivariate discrete
+    Gaussian is Δ²/(2s²)-zCDP). ``scale`` in the record is the sd γ·s (≈ Δ/√(2ρ)). A scalar
+    ``value`` gives a float.
 
     Examples
     --------
@@ -193,15 +279,17 @@ def gaussian_zcdp(
     ...                     component="measure")
     >>> round(rel.record.scale, 6), rel.record.rho
     (0.1, 0.5)
+    >>> rel.value == rel.record.grid * round(rel.value / rel.record.grid)
+    True
     """
-    sigma = _zcdp_sigma(sensitivity, rho)
     arr = np.asarray(value, dtype=np.float64)
-    noise = np.asarray(rng.normal(0.0, sigma, size=arr.size), dtype=np.float64)
-    noisy = arr + noise.reshape(arr.shape)
+    out, info = _exact_gaussian_zcdp(arr.ravel(), sensitivity, rho, rng)
+    noisy = out.reshape(arr.shape)
     record = SpendRecord(
         component=component, mechanism="gaussian_zcdp", eps=0.0, delta=0.0,
-        sensitivity=sensitivity, sensitivity_norm="l2", noise="gaussian", scale=sigma, rho=rho,
-        calibration="zcdp", draws=int(arr.size), note=note,
+        sensitivity=info["sensitivity"], sensitivity_norm="l2", noise="gaussian",
+        scale=info["scale"], rho=rho, calibration="zcdp", draws=int(arr.size),
+        note=_join(note, info["note"]), grid=info["grid"],
     )
     return Release(float(noisy) if noisy.ndim == 0 else noisy, record)
 
@@ -216,22 +304,22 @@ def gaussian_zcdp_symmetric(
 ) -> Release:
     """Gaussian mechanism in ρ-zCDP on a symmetric matrix with Frobenius sensitivity Δ.
 
-    σ = Δ/√(2ρ); q = p(p+1)/2 normals N(0, σ²) are laid out by :func:`vec2mat` (diagonal sd σ,
-    off-diagonal sd σ/√2: the vech/√2 isometry makes this the Gaussian mechanism in the Frobenius
-    geometry), so the cost is ρ = Δ²/(2σ²).
+    The isometric vech (:func:`mat2vec`, q = p(p+1)/2 values) gets the exact zCDP lattice
+    Gaussian of :func:`gaussian_zcdp` and is laid out by :func:`vec2mat` (diagonal sd σ,
+    off-diagonal sd σ/√2), so the cost is at most ρ.
     """
     matrix = np.asarray(matrix, dtype=np.float64)
     p = matrix.shape[0]
-    sigma = _zcdp_sigma(sensitivity, rho)
     q = p * (p + 1) // 2
-    zeta = np.asarray(rng.normal(0.0, sigma, size=q), dtype=np.float64)
+    out, info = _exact_gaussian_zcdp(mat2vec(matrix), sensitivity, rho, rng)
     record = SpendRecord(
         component=component, mechanism="gaussian_zcdp_symmetric", eps=0.0, delta=0.0,
-        sensitivity=sensitivity, sensitivity_norm="frobenius", noise="gaussian", scale=sigma,
-        rho=rho, calibration="zcdp", draws=q,
-        note="diagonal sd = scale, off-diagonal sd = scale/sqrt(2)",
+        sensitivity=info["sensitivity"], sensitivity_norm="frobenius", noise="gaussian",
+        scale=info["scale"], rho=rho, calibration="zcdp", draws=q,
+        note=_join("diagonal sd = scale, off-diagonal sd = scale/sqrt(2)", info["note"]),
+        grid=info["grid"],
     )
-    return Release(matrix + vec2mat(zeta, p), record)
+    return Release(vec2mat(out, p), record)
 
 
 def exponential_mechanism(
@@ -279,8 +367,18 @@ def exponential_mechanism(
 
 
 def histogram_noise_sigma(budget: PrivacyBudget, calibration: str) -> float:
-    """σ of :func:`gaussian_histogram`: L2 sensitivity √2 of a count vector (replace-one)."""
-    return gaussian_sigma(math.sqrt(2.0), budget.eps, budget.delta, calibration)
+    """σ of :func:`gaussian_histogram`: the discrete Gaussian's σ for a count vector under
+    replace-one adjacency (L2 sensitivity √2; the exact integer privacy curve,
+    :func:`~dppca_dask.accounting.histogram_gaussian_variance`)."""
+    return math.sqrt(float(grid_variance(
+        math.sqrt(histogram_gaussian_variance(budget.eps, budget.delta, calibration)), 1.0)))
+
+
+def _as_counts(counts: Any, owner: str) -> np.ndarray:
+    arr = np.asarray(counts, dtype=np.float64)
+    if not (np.isfinite(arr).all() and (arr >= 0).all() and (arr == np.rint(arr)).all()):
+        raise ValueError(f"{owner} needs non-negative integer counts.")
+    return arr
 
 
 def gaussian_histogram(
@@ -294,15 +392,18 @@ def gaussian_histogram(
 ) -> Release:
     """Additive Gaussian histogram (dp_score "add"; SPEC_dppca.md §6.6, Algorithm 4).
 
-    ĉ_k = max(c_k + N(0, σ²), 0) with σ = √2·sqrt(2 ln(1.25/δ))/ε (classical calibration): one
-    replaced observation moves two cells by one each, so the L2 sensitivity is √2. Draws one
-    normal per cell in cell order (``counts`` flattened in C order: x fastest for (m_y, m_x)).
-    The value has the shape of ``counts``; normalising it is post-processing.
+    ĉ_k = max(c_k + Y_k, 0) with Y_k i.i.d. discrete Gaussian N_Z(0, σ²) on the integer counts
+    (grid 1, no rounding): one replaced observation moves two cells by one each, and σ is
+    calibrated on the exact privacy curve of that pair (:func:`histogram_noise_sigma`). Draws one
+    value per cell in cell order (``counts`` flattened in C order). The value has the shape of
+    ``counts``; normalising it is post-processing.
     """
-    counts = np.asarray(counts, dtype=np.float64)
-    sigma = histogram_noise_sigma(budget, calibration)
-    noise = np.asarray(rng.normal(0.0, sigma, size=counts.size), dtype=np.float64)
-    noisy = np.maximum(counts + noise.reshape(counts.shape), 0.0)
+    arr = _as_counts(counts, "gaussian_histogram")
+    s2 = grid_variance(math.sqrt(histogram_gaussian_variance(budget.eps, budget.delta,
+                                                             calibration)), 1.0)
+    noisy = add_ints(to_grid(arr, 1.0), discrete_gaussian(rng, s2, int(arr.size)))
+    out = np.maximum(from_grid(noisy, 1.0), 0.0).reshape(arr.shape)
+    sigma = math.sqrt(float(s2))
     record = SpendRecord(
         component=component,
         mechanism="gaussian_histogram",
@@ -314,27 +415,45 @@ def gaussian_histogram(
         scale=sigma,
         rho=1.0 / sigma**2,
         calibration=calibration,
-        draws=int(counts.size),
-        note=label,
+        draws=int(arr.size),
+        note=_join(label, "exact discrete Gaussian on integer counts"),
+        grid=1.0,
     )
-    return Release(noisy, record)
+    return Release(out, record)
+
+
+def _stability_scale(eps: float) -> Fraction:
+    return round_up_rational(Fraction(2) / Fraction(eps))
+
+
+def _stability_threshold(eps: float, delta: float) -> int:
+    """The smallest integer T with P(Z ≥ T − 1) ≤ δ/2 for Z discrete Laplace(b = 2/ε):
+    P(Z ≥ k) = q^k/(1 + q), q = e^{−1/b} (k ≥ 1)."""
+    b = float(_stability_scale(eps))
+    q = math.exp(-1.0 / b)
+    k = max(1, math.ceil(b * (math.log(2.0 / delta) - math.log1p(q)) * (1 + 1e-12) + 1e-9))
+    while k * (-1.0 / b) - math.log1p(q) > math.log(delta / 2.0):
+        k += 1
+    return k + 1
 
 
 def stability_histogram_parameters(n: int, budget: PrivacyBudget) -> tuple[float, float]:
-    """Laplace scale b = 2/(εn) and threshold t = 2 ln(2/δ)/(εn) + 1/n on proportions.
+    """Laplace scale b/n and release threshold T/n of :func:`stability_histogram` in proportions.
+
+    b ≥ 2/ε is the discrete Laplace scale on counts; T the integer count threshold with
+    P(1 + Z ≥ T) ≤ δ/2.
 
     Examples
     --------
     >>> [round(v, 7) for v in stability_histogram_parameters(300, PrivacyBudget(1.0, 5e-4))]
-    [0.0066667, 0.058627]
+    [0.0066667, 0.0566667]
     """
-    scale = 2.0 / (budget.eps * n)
-    threshold = 2.0 * math.log(2.0 / budget.delta) / (budget.eps * n) + 1.0 / n
-    return scale, threshold
+    scale = float(_stability_scale(budget.eps)) / n
+    return scale, _stability_threshold(budget.eps, budget.delta) / n
 
 
 def stability_histogram(
-    proportions: np.ndarray,
+    counts: np.ndarray,
     *,
     n: int,
     budget: PrivacyBudget,
@@ -342,35 +461,43 @@ def stability_histogram(
     component: str,
     label: str = "",
 ) -> Release:
-    """Stability-based sparse histogram (dp_score "sparse"; Karwa & Vadhan; SPEC §6.6, Alg. 5).
+    """Stability-based sparse histogram on integer counts (dp_score "sparse"; Karwa & Vadhan;
+    SPEC §6.6, Alg. 5), with exact discrete Laplace noise.
 
-    On proportions p̂_k = c_k/n: empty cells stay 0 **without a draw**; every other cell, in cell
-    order, gets q_k = max(p̂_k + Laplace(b), 0), set to 0 when below the threshold t
-    (:func:`stability_histogram_parameters`). Only cells non-empty in the data can be released,
-    which is why δ is needed. The value is unnormalised (it may be all zero).
+    Every cell (a public number of draws, in cell order) gets c̃_k = c_k + Z_k, Z_k i.i.d.
+    discrete Laplace with scale b ≥ 2/ε (replace-one moves two counts by one: L1 sensitivity 2);
+    a cell is released iff c_k > 0 and c̃_k ≥ T, where T is the integer threshold with
+    P(1 + Z ≥ T) ≤ δ/2 (:func:`stability_histogram_parameters`), so a cell present in only one
+    of two neighbours (count 1) appears with probability at most δ/2. The value is the released
+    counts divided by n (unnormalised proportions, post-processing; it may be all zero).
     """
-    props = np.asarray(proportions, dtype=np.float64)
-    scale, threshold = stability_histogram_parameters(n, budget)
-    flat = props.ravel()
-    out = np.zeros_like(flat)
-    nonempty = np.flatnonzero(flat > 0)
-    if nonempty.size:
-        noise = np.asarray(rng.laplace(0.0, scale, size=nonempty.size), dtype=np.float64)
-        q = np.maximum(flat[nonempty] + noise.reshape(-1), 0.0)
-        out[nonempty] = np.where(q < threshold, 0.0, q)
+    arr = _as_counts(counts, "stability_histogram")
+    ints = to_grid(arr, 1.0)
+    threshold = _stability_threshold(budget.eps, budget.delta)
+    scale = _stability_scale(budget.eps)
+    noisy = add_ints(ints, discrete_laplace(rng, scale, int(arr.size)))
+    keep = (ints > 0) & (noisy >= threshold)
+    out = np.where(keep, from_grid(noisy, 1.0), 0.0) / n
     record = SpendRecord(
         component=component,
         mechanism="stability_histogram",
         eps=budget.eps,
         delta=budget.delta,
-        sensitivity=2.0 / n,
+        sensitivity=2.0,
         sensitivity_norm="l1",
         noise="laplace",
-        scale=scale,
-        draws=int(nonempty.size),
-        note=f"{label}; threshold {threshold!r}".lstrip("; "),
+        scale=float(scale),
+        draws=int(arr.size),
+        note=_join(label, f"counts; threshold {threshold} counts; exact discrete Laplace, one "
+                          "draw per cell"),
+        grid=1.0,
     )
-    return Release(out.reshape(props.shape), record)
+    return Release(out.reshape(arr.shape), record)
+
+
+SMOOTH_GRID = 2.0 ** -40
+"""Default public grid of :func:`smooth_laplace` (its scale is data-dependent, so the grid
+cannot be derived from it)."""
 
 
 def smooth_laplace(
@@ -381,27 +508,39 @@ def smooth_laplace(
     rng: Any,
     component: str,
     label: str = "",
+    grid: float = SMOOTH_GRID,
 ) -> Release:
     """Smooth-sensitivity Laplace release of a statistic (Nissim, Raskhodnikova & Smith 2007).
 
-    value + Laplace(2·SS/ε), where SS is the β-smooth sensitivity with β = ε/(2 ln(1/δ))
-    (computed exactly on the driver; SPEC_dppca.md §6.4(i)). One Laplace draw.
+    γ·(round(value/γ) + Z), Z discrete Laplace with scale 2·(SS + γ)/(εγ) (exact rational): SS + γ
+    is a β-smooth bound on the local sensitivity of the rounded statistic, and the discrete
+    Laplace keeps the sliding and dilation properties the proof needs (docs/privacy.md).
+    ``grid`` must be public (a power of two chosen without looking at the data). The scale and
+    SS are data-dependent, so the record carries neither. One draw.
     """
-    scale = 2.0 * smooth_sensitivity / budget.eps
-    noise = float(np.asarray(rng.laplace(0.0, scale, size=1)).reshape(-1)[0]) if scale > 0 else 0.0
+    if not (math.isfinite(grid) and grid > 0 and math.frexp(grid)[0] == 0.5):
+        raise ValueError(f"smooth_laplace needs a public power-of-two grid; got {grid!r}.")
+    if not (smooth_sensitivity >= 0 and math.isfinite(smooth_sensitivity)):
+        raise ValueError(f"smooth_laplace needs a finite smooth sensitivity >= 0; got "
+                         f"{smooth_sensitivity!r}.")
+    scale = 2 * (Fraction(smooth_sensitivity) + Fraction(grid)) / Fraction(budget.eps)
+    noisy = add_ints(to_grid(np.array([value]), grid),
+                     discrete_laplace(rng, scale / Fraction(grid), 1))
     record = SpendRecord(
         component=component,
         mechanism="smooth_sensitivity_laplace",
         eps=budget.eps,
         delta=budget.delta,
-        sensitivity=smooth_sensitivity,
+        sensitivity=None,
         sensitivity_norm="smooth",
         noise="laplace",
-        scale=scale,
-        draws=1 if scale > 0 else 0,
-        note=label,
+        scale=None,
+        draws=1,
+        note=_join(label, "sensitivity and scale are data-dependent (smooth sensitivity) and "
+                          "not recorded; exact discrete Laplace"),
+        grid=grid,
     )
-    return Release(float(value) + noise, record)
+    return Release(float(from_grid(noisy, grid)[0]), record)
 
 
 # --- scalar and vector Gaussian / Laplace releases (dp_scree; SPEC_dppca.md §5) -------------------
@@ -419,41 +558,44 @@ def gaussian_release(
 ) -> Release:
     """Gaussian mechanism on a scalar or a vector with L2 sensitivity ``sensitivity``.
 
-    σ = Δ·sqrt(2 ln(1.25/δ))/ε (``"classical"``) or the analytic σ (``"analytic"``). A scalar
-    draws one normal (R's ``rnorm(1, 0, sd)``); a vector draws ``len(value)`` normals in one
-    call. A zero sensitivity releases the value unchanged (σ = 0; R draws nothing then either).
+    The value (d entries) is rounded to the public grid γ (γ√d ≤ 2^-30·Δ), i.i.d. discrete
+    Gaussian noise is added and γ·(integer) is returned. σ is the ``"classical"`` or
+    ``"analytic"`` σ for the inflated sensitivity Δ + γ√d, raised where needed until the
+    lattice certificate (docs/privacy.md) proves (ε, δ). A zero sensitivity releases the value
+    unchanged (no draw).
 
     Examples
     --------
     >>> rel = gaussian_release(1.0, sensitivity=3 / 99, budget=PrivacyBudget(1.0, 5e-4),
     ...                        calibration="classical", rng=np.random.default_rng(0),
     ...                        component="scree")
-    >>> round(rel.record.scale, 10)
-    0.1198717252
+    >>> round(rel.record.scale, 7), rel.record.grid == 2.0 ** -36
+    (0.1198717, True)
     """
-    sigma = (0.0 if sensitivity == 0
-             else gaussian_sigma(sensitivity, budget.eps, budget.delta, calibration))
     arr = np.asarray(value, dtype=np.float64)
-    if arr.ndim == 0:
-        noisy: Any = float(arr) + float(rng.normal(0.0, sigma))
-        draws = 1
+    if sensitivity == 0:
+        noisy: Any = float(arr) if arr.ndim == 0 else arr.copy()
+        info: dict[str, Any] = {"sensitivity": 0.0, "scale": 0.0, "rho": 0.0, "grid": None,
+                                "note": "zero sensitivity: released unchanged"}
+        draws = 0
     else:
-        noise = np.asarray(rng.normal(0.0, sigma, size=arr.size), dtype=np.float64)
-        noisy = arr + noise.reshape(arr.shape)
+        out, info = _exact_gaussian(arr.ravel(), sensitivity, budget, calibration, rng)
+        noisy = float(out[0]) if arr.ndim == 0 else out.reshape(arr.shape)
         draws = int(arr.size)
     record = SpendRecord(
         component=component,
         mechanism="gaussian",
         eps=budget.eps,
         delta=budget.delta,
-        sensitivity=sensitivity,
+        sensitivity=info["sensitivity"],
         sensitivity_norm="l2",
         noise="gaussian",
-        scale=sigma,
-        rho=sensitivity**2 / (2.0 * sigma**2) if sigma > 0 else 0.0,
+        scale=info["scale"],
+        rho=info["rho"],
         calibration=calibration,
         draws=draws,
-        note=label,
+        note=_join(label, info["note"]),
+        grid=info["grid"],
     )
     return Release(noisy, record)
 
@@ -469,28 +611,38 @@ def laplace_release(
 ) -> Release:
     """Laplace mechanism (pure ε-DP) on a vector with L1 sensitivity ``sensitivity``.
 
-    Adds Laplace(scale Δ/ε) to each entry, one draw per entry in order (VGAM's ``rlaplace``).
+    Rounds the d values to the public grid γ (γ·d ≤ 2^-30·Δ), adds i.i.d. discrete Laplace noise
+    with scale b ≥ (Δ/γ + d)/ε in grid units and returns γ·(integer): integer neighbours differ
+    by at most Δ/γ + d in L1, so the pmf ratio is at most e^ε exactly. ``scale`` in the record
+    is γ·b ≈ Δ/ε.
 
     Examples
     --------
     >>> rel = laplace_release(np.zeros(3), sensitivity=2.0, eps=0.5,
     ...                       rng=np.random.default_rng(0), component="scree")
-    >>> rel.record.scale, rel.record.draws
+    >>> round(rel.record.scale, 6), rel.record.draws
     (4.0, 3)
     """
     arr = np.asarray(values, dtype=np.float64)
-    scale = sensitivity / eps
-    noise = np.asarray(rng.laplace(0.0, scale, size=arr.size), dtype=np.float64)
+    if not (sensitivity > 0 and math.isfinite(sensitivity)):
+        raise ValueError(f"The Laplace mechanism needs a positive finite sensitivity. "
+                         f"Got {sensitivity!r}.")
+    d = max(int(arr.size), 1)
+    grid = public_grid(sensitivity, d, "l1")
+    grid_sens = Fraction(sensitivity) / Fraction(grid) + d
+    scale = round_up_rational(grid_sens / Fraction(eps))
+    noisy = add_ints(to_grid(arr, grid), discrete_laplace(rng, scale, int(arr.size)))
     record = SpendRecord(
         component=component,
         mechanism="laplace",
         eps=eps,
         delta=0.0,
-        sensitivity=sensitivity,
+        sensitivity=float(grid_sens * Fraction(grid)),
         sensitivity_norm="l1",
         noise="laplace",
-        scale=scale,
+        scale=float(scale * Fraction(grid)),
         draws=int(arr.size),
-        note=label,
+        note=_join(label, f"exact discrete Laplace on grid 2^{math.frexp(grid)[1] - 1}"),
+        grid=grid,
     )
-    return Release(arr + noise.reshape(arr.shape), record)
+    return Release(from_grid(noisy, grid).reshape(arr.shape), record)

@@ -13,10 +13,27 @@ from dppca_dask.accounting import (
     classical_gaussian_sigma,
     gaussian_delta,
     gaussian_sigma,
+    histogram_gaussian_delta,
+    lattice_gaussian_certificate,
+    lattice_gaussian_sd,
+    public_grid,
 )
 from dppca_dask.budget import PrivacyBudget
 from dppca_dask.errors import BudgetError
-from dppca_dask.mechanisms import gaussian_symmetric_matrix, vec2mat
+from dppca_dask.mechanisms import (
+    gaussian_histogram,
+    gaussian_release,
+    gaussian_symmetric_matrix,
+    gaussian_zcdp,
+    gaussian_zcdp_symmetric,
+    histogram_noise_sigma,
+    laplace_release,
+    mat2vec,
+    smooth_laplace,
+    stability_histogram,
+    symmetric_noise_sigma,
+    vec2mat,
+)
 
 ALPHA = 1e-6
 
@@ -46,23 +63,20 @@ def test_vec2mat__wrong_length():
 
 
 def test_gaussian_symmetric_matrix__record_and_draw_count():
-    class Counting:
-        def __init__(self):
-            self.calls = []
-
-        def normal(self, loc=0.0, scale=1.0, size=None):
-            self.calls.append((loc, scale, size))
-            return np.zeros(size)
-
-    rng = Counting()
     budget = PrivacyBudget(0.5, 1e-3)
     rel = gaussian_symmetric_matrix(np.eye(4), sensitivity=4 / 50, budget=budget,
-                                    calibration="classical", rng=rng, component="loading")
-    assert rng.calls == [(0.0, 0.6042367252254475 * 1.0, 10)]  # one call, q = p(p+1)/2
-    assert rel.record.scale == 0.6042367252254475
-    assert rel.record.rho == pytest.approx((4 / 50) ** 2 / (2 * 0.6042367252254475**2))
+                                    calibration="classical", rng=np.random.default_rng(0),
+                                    component="loading")
+    grid = rel.record.grid
+    assert grid == public_grid(4 / 50, 10, "l2") and grid * math.sqrt(10) <= 2**-30 * 4 / 50
+    # the classical σ for the inflated sensitivity Δ + γ√q, up to the ~1e-7 certificate slack
+    assert rel.record.sensitivity == pytest.approx(4 / 50 + grid * math.sqrt(10), rel=1e-15)
+    assert rel.record.scale == pytest.approx(0.6042367252254475, rel=2e-7)
+    assert rel.record.scale >= 0.6042367252254475
+    assert rel.record.rho == pytest.approx(
+        rel.record.sensitivity ** 2 / (2 * rel.record.scale**2))
     assert rel.record.draws == 10
-    np.testing.assert_array_equal(rel.value, np.eye(4))
+    np.testing.assert_array_equal(rel.value, rel.value.T)
 
 
 @pytest.mark.slow
@@ -73,7 +87,7 @@ def test_gaussian_symmetric_matrix__noise_sd_within_chi2_bound(calibration, glob
     base = np.diag(np.arange(1.0, p + 1)) / 21.0
     budget = PrivacyBudget(0.8, 1e-4)
     sens = 4 / 200
-    sigma = gaussian_sigma(sens, budget.eps, budget.delta, calibration)
+    sigma = symmetric_noise_sigma(sens, budget, calibration, dimension=p * (p + 1) // 2)
     noise = np.stack([
         gaussian_symmetric_matrix(base, sensitivity=sens, budget=budget, calibration=calibration,
                                   rng=rng, component="loading").value - base
@@ -112,3 +126,149 @@ def test_gaussian_sigma__rejects_bad_inputs():
         gaussian_sigma(1.0, 1.0, 0.0, "classical")
     with pytest.raises(BudgetError, match="Unknown calibration"):
         gaussian_sigma(1.0, 1.0, 1e-5, "laplace")
+
+
+# --- floating-point safety (issue 21, item 5): grid releases, exact noise, public records ----
+
+
+def _membership(out: float, scale: float) -> bool:
+    """The issue's one-line test: does ``out`` lie in {fl(scale·x) : x a double}?"""
+    return float(np.float64(out / scale) * scale) == out
+
+
+def _fisher_p(a: np.ndarray, b: np.ndarray) -> float:
+    table = [[int(a.sum()), int(a.size - a.sum())], [int(b.sum()), int(b.size - b.sum())]]
+    return float(stats.fisher_exact(table).pvalue)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mechanism", ["gaussian", "laplace", "zcdp"])
+def test_release__membership_attack_finds_nothing(mechanism):
+    rng = np.random.default_rng(21)
+    budget = PrivacyBudget(1.0, 1e-5)
+    reps = 4000
+
+    def release(v: float):
+        if mechanism == "gaussian":
+            return gaussian_release(v, sensitivity=1.0, budget=budget, calibration="analytic",
+                                    rng=rng, component="audit")
+        if mechanism == "laplace":
+            return laplace_release(np.array([v]), sensitivity=1.0, eps=1.0, rng=rng,
+                                   component="audit")
+        return gaussian_zcdp(v, sensitivity=1.0, rho=0.5, rng=rng, component="audit")
+
+    stats_by_value = {}
+    for v in (0.0, 1.0):
+        rels = [release(v) for _ in range(reps)]
+        outs = np.array([float(np.ravel(r.value)[0]) for r in rels])
+        scale, grid = rels[0].record.scale, rels[0].record.grid
+        ints = outs / grid
+        assert np.all(ints == np.rint(ints))  # on the grid, exactly
+        stats_by_value[v] = {
+            "member": np.array([_membership(o, scale) for o in outs]),
+            "odd": (np.rint(ints).astype(np.int64) % 2) == 1,
+            "mant0": (np.frexp(outs)[0] * 2**53).astype(np.int64) % 2 == 0,
+        }
+    for key in ("member", "odd", "mant0"):
+        assert _fisher_p(stats_by_value[0.0][key], stats_by_value[1.0][key]) > ALPHA, key
+
+
+def test_release__outputs_on_public_grid():
+    rng = np.random.default_rng(3)
+    budget = PrivacyBudget(0.7, 1e-6)
+    rel = gaussian_release(np.linspace(0, 1, 7), sensitivity=0.01, budget=budget,
+                           calibration="classical", rng=rng, component="scree")
+    assert rel.record.grid == public_grid(0.01, 7, "l2")
+    assert np.all(rel.value / rel.record.grid == np.rint(rel.value / rel.record.grid))
+    mat = gaussian_zcdp_symmetric(np.eye(5) * 0.3, sensitivity=0.02, rho=0.1, rng=rng,
+                                  component="measure").value
+    vech = mat2vec(mat) / public_grid(0.02, 15, "l2")
+    assert np.allclose(vech[:5], np.rint(vech[:5]), rtol=0, atol=0)
+    lap = laplace_release(np.array([0.1, 0.2]), sensitivity=0.3, eps=1.0, rng=rng,
+                          component="scree")
+    assert np.all(lap.value / lap.record.grid == np.rint(lap.value / lap.record.grid))
+    hist = gaussian_histogram(np.array([3, 0, 5]), budget=budget, calibration="classical",
+                              rng=rng, component="score")
+    assert np.all(hist.value == np.rint(hist.value)) and hist.record.grid == 1.0
+
+
+def _neighbour_records(make) -> tuple:
+    return make(0).record, make(1).record
+
+
+def test_records__identical_for_neighbouring_inputs():
+    budget = PrivacyBudget(1.0, 1e-4)
+    cases = [
+        lambda i: gaussian_release(np.array([0.1, 0.2 + i]), sensitivity=1.0, budget=budget,
+                                   calibration="analytic", rng=np.random.default_rng(i),
+                                   component="c"),
+        lambda i: laplace_release(np.array([0.5 * i]), sensitivity=1.0, eps=1.0,
+                                  rng=np.random.default_rng(i), component="c"),
+        lambda i: gaussian_symmetric_matrix(np.eye(3) * i, sensitivity=1.0, budget=budget,
+                                            calibration="classical",
+                                            rng=np.random.default_rng(i), component="c"),
+        lambda i: gaussian_zcdp(np.array([i, 0.0]), sensitivity=1.0, rho=0.3,
+                                rng=np.random.default_rng(i), component="c"),
+        lambda i: gaussian_histogram(np.array([5 - i, 0, i]), budget=budget,
+                                     calibration="analytic", rng=np.random.default_rng(i),
+                                     component="c"),
+        # the cell count that is non-empty differs between the neighbours
+        lambda i: stability_histogram(np.array([10 - i, 0, i, 0]), n=10, budget=budget,
+                                      rng=np.random.default_rng(i), component="c"),
+        # the smooth sensitivity (data-dependent) differs
+        lambda i: smooth_laplace(1.0 + i, smooth_sensitivity=0.1 + i, budget=budget,
+                                 rng=np.random.default_rng(i), component="c"),
+    ]
+    for make in cases:
+        a, b = _neighbour_records(make)
+        assert a == b, a.mechanism
+
+
+def test_stability_histogram__draws_public_and_empty_cells_never_released():
+    rel = stability_histogram(np.array([0, 0, 50, 0]), n=50, budget=PrivacyBudget(5.0, 1e-3),
+                              rng=np.random.default_rng(0), component="score")
+    assert rel.record.draws == 4
+    assert rel.value[[0, 1, 3]].tolist() == [0.0, 0.0, 0.0]
+    assert rel.value[2] * 50 == np.rint(rel.value[2] * 50)
+    with pytest.raises(ValueError, match="integer counts"):
+        stability_histogram(np.array([0.5, 0.5]), n=2, budget=PrivacyBudget(1.0, 1e-3),
+                            rng=np.random.default_rng(0), component="score")
+
+
+def test_smooth_laplace__records_no_data_dependent_value():
+    rel = smooth_laplace(2.0, smooth_sensitivity=0.37, budget=PrivacyBudget(1.0, 1e-3),
+                         rng=np.random.default_rng(0), component="score")
+    assert rel.record.sensitivity is None and rel.record.scale is None
+    assert rel.record.draws == 1 and "not recorded" in rel.record.note
+
+
+@pytest.mark.parametrize("calibration", ["classical", "analytic"])
+@pytest.mark.parametrize(("d", "eps"), [(1, 0.5), (20100, 1.0), (3, 20.0)])
+def test_lattice_calibration__certified_and_close_to_continuous(calibration, d, eps):
+    delta = 1e-5
+    grid, inflated, sd, cert = lattice_gaussian_sd(1.0, d, eps, delta, calibration)
+    assert cert.ok and cert.delta_total <= delta and cert.eps0 + 2 * cert.a + cert.log_s <= eps
+    assert inflated == pytest.approx(1.0 + grid * math.sqrt(d), rel=1e-15)
+    # the exact continuous curve at the certified eps0 holds (classical is raised if it fails)
+    assert gaussian_delta(sd, inflated, cert.eps0) <= delta
+    continuous = gaussian_sigma(1.0, eps, delta, calibration)
+    if gaussian_delta(continuous, 1.0, eps) <= delta:
+        assert sd / continuous - 1 < 1e-6
+    assert not lattice_gaussian_certificate(sd / grid / 2, inflated / grid, d, eps, delta).ok
+
+
+@pytest.mark.parametrize("calibration", ["classical", "analytic"])
+@pytest.mark.parametrize("eps", [0.1, 1.0, 10.0])
+def test_histogram_calibration__exact_integer_curve(calibration, eps):
+    budget = PrivacyBudget(eps, 1e-5)
+    sd = histogram_noise_sigma(budget, calibration)
+    assert histogram_gaussian_delta(sd**2, eps) <= 1e-5
+    # brute force: δ = Σ over the two moved cells (others cancel)
+    ks = np.arange(-int(60 * sd) - 5, int(60 * sd) + 6)
+    p = np.exp(-ks.astype(float) ** 2 / (2 * sd**2))
+    p /= p.sum()
+    joint = np.outer(p, p)
+    shifted = np.zeros_like(joint)
+    shifted[:-1, 1:] = joint[1:, :-1]  # (y_A + 1, y_B − 1)
+    brute = np.clip(joint - math.exp(eps) * shifted, 0, None).sum()
+    assert brute == pytest.approx(histogram_gaussian_delta(sd**2, eps), rel=1e-6, abs=1e-15)
