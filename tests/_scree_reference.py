@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from dppca_dask.budget import PrivacyBudget
+from dppca_dask.mechanisms import gaussian_release, laplace_release
 from tests.test_quantiles import literal_quantile
 
 
@@ -18,9 +20,17 @@ def gauss_sd(sens: float, eps: float, delta: float) -> float:
     return sens * math.sqrt(2 * math.log(1.25 / delta)) / eps
 
 
+def noisy(base: float, sens: float, eps: float, delta: float, rng) -> float:
+    """base + the package's exact Gaussian noise (the noise itself is checked statistically in
+    tests/test_mechanisms.py; here only the deterministic statistic and the draw order are
+    compared)."""
+    return float(gaussian_release(float(base), sensitivity=sens, budget=PrivacyBudget(eps, delta),
+                                  calibration="classical", rng=rng, component="ref").value)
+
+
 def clipped(w: np.ndarray, n: int, clip: float, eps: float, delta: float, rng) -> float:
     base = n / (n - 1) * np.mean(np.minimum(w, clip))
-    return max(base + rng.normal(0.0, gauss_sd(clip / (n - 1), eps, delta)), 0.0)
+    return max(noisy(base, clip / (n - 1), eps, delta, rng), 0.0)
 
 
 def _below(value: float, beta: float) -> float:
@@ -44,7 +54,7 @@ def pmwm(w: np.ndarray, n: int, a: float, b: float, trim_const: float, eta: floa
         lo, hi = a, b
     base = n / (n - 1) * np.mean(np.clip(wm, lo, hi))
     sens = n / (n - 1) * (hi - lo) / len(wm)
-    return max(base + rng.normal(0.0, gauss_sd(sens, eps / 2, delta)) if sens > 0 else base, 0.0)
+    return max(noisy(base, sens, eps / 2, delta, rng) if sens > 0 else base, 0.0)
 
 
 def huber(w: np.ndarray, n: int, k_min: int, k_max: int, m2_frac: float, mu0: float,
@@ -63,8 +73,9 @@ def huber(w: np.ndarray, n: int, k_min: int, k_max: int, m2_frac: float, mu0: fl
         kk = k_min if val == 0 else int(min(max(math.floor(math.log2(val)), k_min), k_max))
         counts[kk - k_min] += 1
     eps_m2 = m2_frac * eps
-    noisy = np.maximum(counts + rng.laplace(0.0, 2.0 / eps_m2, size=len(bins)), 0)  # package: 2/ε
-    m2 = 2.0 ** int(bins[np.argmax(noisy)])
+    released = np.maximum(laplace_release(counts, sensitivity=2.0, eps=eps_m2, rng=rng,
+                                          component="ref").value, 0)
+    m2 = 2.0 ** int(bins[np.argmax(released)])
     eps_gd, delta_gd = (1 - m2_frac) * eps, (1 - m2_frac) * delta
     ln = math.log(n)
     denom = math.sqrt((1 + ln) * ln)
@@ -72,6 +83,5 @@ def huber(w: np.ndarray, n: int, k_min: int, k_max: int, m2_frac: float, mu0: fl
     mu = mu0
     for _ in range(steps):
         g = np.mean(np.clip(w - mu, -tau, tau))
-        sd = gauss_sd(2 * eta0 * tau / n, eps_gd / steps, delta_gd / steps)
-        mu = mu + eta0 * g + rng.normal(0.0, sd)
+        mu = noisy(mu + eta0 * g, 2 * eta0 * tau / n, eps_gd / steps, delta_gd / steps, rng)
     return n / (n - 1) * max(mu, 0.0)

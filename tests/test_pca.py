@@ -186,7 +186,7 @@ def test_dp_pca__reads_the_input_the_documented_number_of_times(data, groups, kw
     arr = da.from_array(data, chunks=(90, 5))
     with dask.config.set(scheduler=counter):
         fit = dp_pca(arr, privacy=privacy_control(eps=6, delta=1e-4), k=2, group=groups,
-                     rng=8, **args)
+                     rng=10, **args)
     methods = [args["scree_method"]] if "scree_method" in args else ["clipped"]
     documented = expected_reads(scree_methods=methods, center=args.get("center", "private"),
                                 frame=args.get("frame", "durfee"))

@@ -56,8 +56,14 @@ def test_histogram_noise_sigma__spec_oracle():
 def test_stability_histogram_parameters__spec_oracle():
     scale, threshold = stability_histogram_parameters(300, PrivacyBudget(1.0, 5e-4))
     assert scale == pytest.approx(2 / 300, abs=1e-15)
-    assert threshold == pytest.approx(2 * math.log(4000) / 300 + 1 / 300, abs=1e-15)
-    assert round(threshold, 7) == 0.058627
+    # Integer threshold T for the discrete Laplace (b = 2): the smallest T with
+    # P(Z ≥ T − 1) = q^(T−1)/(1 + q) ≤ δ/2, q = e^(−1/2). (The continuous SPEC value was
+    # 2 ln(2/δ)/(εn) + 1/n = 0.058627.)
+    t = round(threshold * 300)
+    assert threshold == t / 300
+    q = math.exp(-0.5)
+    assert q ** (t - 1) / (1 + q) <= 5e-4 / 2 < q ** (t - 2) / (1 + q)
+    assert t == 17
 
 
 def test_default_bins__spec_oracle():
@@ -122,22 +128,20 @@ def literal_score(s, groups, eps_s, delta_s, bins, rng):
     jx = np.clip(np.searchsorted(xb, s[:, 0], "left"), 1, bins[0]) - 1
     jy = np.clip(np.searchsorted(yb, s[:, 1], "left"), 1, bins[1]) - 1
     eps_h = 0.65 * eps_s
-    sigma = math.sqrt(2) * math.sqrt(2 * math.log(1.25 / delta_s)) / eps_h
+    hist_budget = PrivacyBudget(eps_h, delta_s)
     out = {"add": [], "sparse": []}
     for g in sorted(set(groups)):  # levels sorted (R's factor order)
         c = np.zeros(bins[0] * bins[1])
         for k in jy[groups == g] * bins[0] + jx[groups == g]:
             c[k] += 1
-        add = np.array([max(ck + sigma * rng.norm(), 0.0) for ck in c])
+        # The histogram noise is the exact integer noise of the package's mechanisms (not R's
+        # rnorm/rlaplace draws; their distributions are tested in test_mechanisms.py and below):
+        # this reference checks the frame, the binning, the grouping and the draw order.
+        add = gaussian_histogram(c, budget=hist_budget, calibration="classical", rng=rng,
+                                 component="ref").value
         out["add"].append(add / add.sum())
-        n_g = c.sum()
-        b = 2 / (eps_h * n_g)
-        t = 2 * math.log(2 / delta_s) / (eps_h * n_g) + 1 / n_g
-        q = np.zeros_like(c)
-        for k in range(c.size):
-            if c[k] > 0:
-                v = max(c[k] / n_g + rng.laplace(0.0, b), 0.0)
-                q[k] = 0.0 if v < t else v
+        n_g = int(c.sum())
+        q = stability_histogram(c, n=n_g, budget=hist_budget, rng=rng, component="ref").value
         out["sparse"].append(q / q.sum() if q.sum() > 0 else q)
     return (cx, cy, rx, ry), out
 
@@ -226,17 +230,24 @@ def test_smooth_frame__square_with_delta_budget(data):
     assert hist.delta == pytest.approx(0.65 * 5e-5)
 
 
-def test_frame__non_positive_radius_message():
-    class Negative:  # centres unchanged, then a large negative radius noise
-        draws = iter([0.0, 0.0, -1e9])
+def test_frame__non_positive_radius_message(monkeypatch):
+    import dataclasses
 
-        def laplace(self, loc=0.0, scale=1.0, size=None):
-            return np.full(size or 1, next(self.draws))
+    import dppca_dask.frame as frame_module
 
+    real = frame_module.smooth_laplace
+    calls = []
+
+    def negative_radius(value, **kw):  # centres as drawn, then a large negative radius
+        rel = real(value, **kw)
+        calls.append(1)
+        return dataclasses.replace(rel, value=-1e9) if len(calls) == 3 else rel
+
+    monkeypatch.setattr(frame_module, "smooth_laplace", negative_radius)
     s = np.random.default_rng(0).normal(size=(50, 2))
     with pytest.raises(BudgetError, match="The private frame radius is not positive. Try a "
                        "larger privacy budget."):
-        smooth_frame(s, budget=PrivacyBudget(1.0, 1e-3), rng=Negative())
+        smooth_frame(s, budget=PrivacyBudget(1.0, 1e-3), rng=np.random.default_rng(0))
 
 
 # --- histograms --------------------------------------------------------------------------------
@@ -267,32 +278,49 @@ def test_gaussian_histogram__noise_sd_chi2_and_ks():
     m = noise.size
     stat = np.sum(noise**2) / sigma**2
     assert stats.chi2.ppf(1e-6 / 2, m) < stat < stats.chi2.ppf(1 - 1e-6 / 2, m)
-    assert stats.kstest(noise / sigma, "norm").pvalue > 1e-6
+    # the noise is integer (exact discrete Gaussian): chi-square against its pmf
+    assert np.all(noise == np.rint(noise))
+    ks = np.arange(-40, 41)
+    pmf = np.exp(-ks.astype(float) ** 2 / (2 * sigma**2))
+    pmf /= pmf.sum()
+    observed = np.array([np.sum(noise == k) for k in ks])
+    keep = pmf * m >= 5
+    expected = pmf[keep] * m
+    obs = observed[keep]
+    chi = np.sum((obs - expected) ** 2 / expected)
+    assert stats.chi2.sf(chi, keep.sum() - 1) > 1e-6
     assert rel.record.draws == m and rel.record.sensitivity == pytest.approx(math.sqrt(2))
 
 
 def test_stability_histogram__laplace_noise_ks():
     budget = PrivacyBudget(1.0, 0.5)
     n = 10**6
-    props = np.full(20000, 0.4)
-    rel = stability_histogram(props, n=n, budget=budget, rng=np.random.default_rng(6),
+    counts = np.full(20000, 400000)
+    rel = stability_histogram(counts, n=n, budget=budget, rng=np.random.default_rng(6),
                               component="score")
     scale, threshold = stability_histogram_parameters(n, budget)
     assert threshold < 0.01
-    noise = rel.value - props
-    assert stats.kstest(noise, "laplace", args=(0.0, scale)).pvalue > 1e-6
+    noise = np.rint(rel.value * n - counts).astype(np.int64)  # integer discrete Laplace noise
+    b = scale * n
+    ks = np.arange(-30, 31)
+    pmf = np.exp(-np.abs(ks) / b)
+    pmf /= pmf.sum()
+    observed = np.array([np.sum(noise == k) for k in ks])
+    keep = pmf * noise.size >= 5
+    expected = pmf[keep] * noise.size
+    chi = np.sum((observed[keep] - expected) ** 2 / expected)
+    assert stats.chi2.sf(chi, keep.sum() - 1) > 1e-6
 
 
-def test_stability_histogram__empty_cells_draw_nothing():
+def test_stability_histogram__empty_cells_never_released_draws_public():
     rng = RRNG(1)
-    props = np.array([0.0, 0.5, 0.0, 0.5])
-    rel = stability_histogram(props, n=100, budget=PrivacyBudget(50.0, 1e-3), rng=rng,
+    counts = np.array([0, 50, 0, 50])
+    rel = stability_histogram(counts, n=100, budget=PrivacyBudget(50.0, 1e-3), rng=rng,
                               component="score")
-    assert rel.record.draws == 2
+    assert rel.record.draws == 4  # one draw per cell: a public number, not the non-empty count
     assert rel.value[0] == 0 and rel.value[2] == 0
-    reference = RRNG(1)
-    first = 0.5 + reference.laplace(0.0, 2 / (50 * 100))
-    assert rel.value[1] == pytest.approx(first, abs=1e-15)
+    assert rel.value[1] * 100 == np.rint(rel.value[1] * 100)
+    assert abs(rel.value[1] - 0.5) < 0.5  # b = 2/50 counts: the noise is a few counts at most
 
 
 def test_bin_count_pass__dask_equals_numpy_and_groups_sum(data):
@@ -344,28 +372,23 @@ def test_release_histograms__parallel_composition_and_errors():
                            rng=np.random.default_rng(0), levels=["a", "b"])
 
 
-def test_dp_score__all_zero_add_histogram_message(data):
-    class Sink:
-        def __init__(self):
-            self.gen = np.random.default_rng(0)
+def test_dp_score__all_zero_add_histogram_message(data, monkeypatch):
+    import dataclasses
 
-        def normal(self, loc=0.0, scale=1.0, size=None):
-            return np.full(size, -1e12)
+    import dppca_dask.histograms as hist_module
 
-        def exponential(self, scale=1.0, size=None):
-            return self.gen.exponential(scale, size)
+    real = hist_module.gaussian_histogram
 
-        def laplace(self, loc=0.0, scale=1.0, size=None):
-            return self.gen.laplace(loc, scale, size)
+    def sink(counts, **kw):  # every noisy count clipped to zero
+        rel = real(counts, **kw)
+        return dataclasses.replace(rel, value=np.zeros_like(rel.value))
 
-        def uniform(self, low=0.0, high=1.0, size=None):
-            return self.gen.uniform(low, high, size)
-
+    monkeypatch.setattr(hist_module, "gaussian_histogram", sink)
     with pytest.raises(BudgetError, match="^Group 'a': all privatized bin counts are zero after "
                        "Gaussian noise and clipping. Try a larger `eps` or fewer bins."):
-        dp_score(data, privacy=PC, V_dp=np.eye(4), group=np.repeat(["a", "b"], 300), rng=Sink())
+        dp_score(data, privacy=PC, V_dp=np.eye(4), group=np.repeat(["a", "b"], 300), rng=0)
     with pytest.raises(BudgetError, match="^all privatized bin counts are zero"):
-        dp_score(data, privacy=PC, V_dp=np.eye(4), rng=Sink())
+        dp_score(data, privacy=PC, V_dp=np.eye(4), rng=0)
 
 
 def test_dp_score__all_zero_sparse_is_released_and_sampling_warns():

@@ -33,7 +33,7 @@ def _config(tmp_path: Path, data: Path, **scree) -> Path:
     cfg = {
         "input": {"path": str(data), "array": "X"},
         "task": "scree",
-        "privacy": {"eps": 1e9, "delta": 1e-5},
+        "privacy": {"eps": 1e20, "delta": 1e-5},
         "scree": {"k": 3, "method": ["clipped", "pmwm"], "non_private": True,
                   "controls": {"clipped": {"C_clip": 1e4},
                                "pmwm": {"a": 0, "b": 1e4, "trim_const": 1e-9, "eta": 0,
@@ -60,7 +60,7 @@ def test_cli_scree__run_writes_release_and_plots(tmp_path, dataset):
     fit = load_result(out / "scree.zarr")
     assert fit.methods == ("clipped", "pmwm") and fit.k == 3
     assert list(fit.directions["variable"].values) == list("abcde")
-    # ε = 1e9 with a data offset of 1000: the private centre and both methods recover the
+    # ε = 1e20 with a data offset of 1000: the private centre and both methods recover the
     # exact variance along the released directions.
     np.testing.assert_allclose(fit.scree_raw.values,
                                np.tile(fit.nonprivate["direction_variance"].values, (2, 1)),
@@ -74,7 +74,7 @@ def test_cli_scree__plan_reads_no_data_and_shows_noise(tmp_path, dataset):
     data, _ = dataset
     result = CliRunner().invoke(main, ["plan", str(_config(tmp_path, data, non_private=False))])
     assert result.exit_code == 0, result.output
-    assert "clipped: per component eps = 133333333 ; delta = 1.333333e-06" in result.output
+    assert "clipped: per component eps = 1.333333e+19 ; delta = 1.333333e-06" in result.output
     assert "centre (private, shared): 20% of the scree budget" in result.output
     assert "Work (scree):" in result.output
 
