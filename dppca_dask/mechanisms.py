@@ -45,6 +45,7 @@ __all__ = [
     "exponential_mechanism",
     "gaussian_histogram",
     "gaussian_release",
+    "gaussian_release_sigma",
     "gaussian_symmetric_matrix",
     "gaussian_zcdp",
     "gaussian_zcdp_symmetric",
@@ -544,6 +545,16 @@ def smooth_laplace(
 
 
 # --- scalar and vector Gaussian / Laplace releases (dp_scree; SPEC_dppca.md §5) -------------------
+
+
+def gaussian_release_sigma(
+    sensitivity: float, budget: PrivacyBudget, calibration: str, dimension: int = 1
+) -> float:
+    """σ that :func:`gaussian_release` uses for ``dimension`` values with L2 sensitivity Δ (the
+    grid-inflated, certified σ; what plans print)."""
+    if sensitivity == 0:
+        return 0.0
+    return lattice_gaussian_sd(sensitivity, dimension, budget.eps, budget.delta, calibration)[2]
 
 
 def gaussian_release(

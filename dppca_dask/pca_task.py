@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask.accounting import gaussian_sigma
 from dppca_dask.budget import BudgetPlan, PrivacyBudget
 from dppca_dask.config import RunConfig
 from dppca_dask.data import DataSource, SourceInfo
 from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.histograms import parse_bins, parse_methods
 from dppca_dask.kernels.graph import kendall_layout
+from dppca_dask.mechanisms import gaussian_release_sigma
 from dppca_dask.pca import _fit_pca, expected_reads
 from dppca_dask.results import Result
 from dppca_dask.rng import RngState
@@ -116,7 +116,7 @@ def pca_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
         head = f"    {name}: per component eps = {_r(per.eps)} ; delta = {_r(per.delta)}"
         if name == "clipped":
             sens = ctl.C_clip / (n - 1)
-            sd = gaussian_sigma(sens, per.eps, per.delta, opts.calibration)
+            sd = gaussian_release_sigma(sens, per, opts.calibration)
             lines.append(f"{head} -> gaussian, sensitivity {_r(sens)}, noise sd {_r(sd)} "
                          f"({opts.calibration})")
         elif name == "pmwm":

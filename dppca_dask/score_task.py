@@ -72,6 +72,7 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
     opts = cfg.score
     loading = plan.spend("loading")
     sens = kendall_sensitivity(src.n, bound=opts.sensitivity)
+    q = src.p * (src.p + 1) // 2  # values of the released symmetric matrix
     score = plan.spend("score")
     smooth = opts.frame == "smooth"
     frame_eps = FRAME_SHARE * score.eps
@@ -81,7 +82,7 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
     lines = [
         f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
         f"gaussian_symmetric_matrix, Frobenius sensitivity {_r(sens)}, noise sd "
-        f"{_r(symmetric_noise_sigma(sens, loading, opts.calibration))} ({opts.calibration})",
+        f"{_r(symmetric_noise_sigma(sens, loading, opts.calibration, q))} ({opts.calibration})",
         f"  score: eps = {_r(score.eps)} ; delta = {_r(score.delta)}",
         f"    frame ({opts.frame}): eps = {_r(frame_eps)} ; delta = {_r(frame_delta)} -> "
         + ("3 smooth-sensitivity quantiles" if smooth

@@ -18,14 +18,13 @@ from typing import Any
 import numpy as np
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask.accounting import gaussian_sigma
 from dppca_dask.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.config import RunConfig
 from dppca_dask.data import DataSource, SourceInfo
 from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.kernels.graph import kendall_layout
 from dppca_dask.loading import kendall_sensitivity
-from dppca_dask.mechanisms import symmetric_noise_sigma
+from dppca_dask.mechanisms import gaussian_release_sigma, symmetric_noise_sigma
 from dppca_dask.results import LoadingResult, Result, load_result
 from dppca_dask.rng import RngState
 from dppca_dask.scree import DEFAULT_MAX_K, _fit_scree, _parse_center
@@ -79,10 +78,10 @@ def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
     loading = plan["loading"]
     if opts.directions is None:
         sens = kendall_sensitivity(n, bound=opts.sensitivity)
+        sd = symmetric_noise_sigma(sens, loading, opts.calibration, src.p * (src.p + 1) // 2)
         lines.append(f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
                      f"gaussian_symmetric_matrix, Frobenius sensitivity {_r(sens)}, noise sd "
-                     f"{_r(symmetric_noise_sigma(sens, loading, opts.calibration))} "
-                     f"({opts.calibration})")
+                     f"{_r(sd)} ({opts.calibration})")
     else:
         lines.append(f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
                      f"prior release {opts.directions} (recorded, not spent)")
@@ -103,7 +102,7 @@ def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
         ctl = controls[name]
         head = f"    {name}: per component eps = {_r(per.eps)} ; delta = {_r(per.delta)} -> "
         if name == "clipped":
-            sd = gaussian_sigma(ctl.C_clip / (n - 1), per.eps, per.delta, opts.calibration)
+            sd = gaussian_release_sigma(ctl.C_clip / (n - 1), per, opts.calibration)
             lines.append(head + f"gaussian, sensitivity {_r(ctl.C_clip / (n - 1))}, noise sd "
                          f"{_r(sd)}{z}")
         elif name == "pmwm":

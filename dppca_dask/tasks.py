@@ -78,7 +78,8 @@ def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> list[
     opts = cfg.loading
     sensitivity = kendall_sensitivity(src.n, pairs=opts.pairs, pair_block=opts.pair_block,
                                       bound=opts.sensitivity)
-    sigma = symmetric_noise_sigma(sensitivity, spend, cfg.loading.calibration)
+    sigma = symmetric_noise_sigma(sensitivity, spend, cfg.loading.calibration,
+                                  dimension=src.p * (src.p + 1) // 2)
     return [
         f"  loading: eps = {format_r_scalar(spend.eps)} ; delta = {format_r_scalar(spend.delta)}"
         f" -> gaussian_symmetric_matrix, Frobenius sensitivity {format_r_scalar(sensitivity)}, "

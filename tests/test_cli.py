@@ -234,3 +234,19 @@ def test_cli_plan_and_run__pairs_blocks_from_config(tmp_path, dataset):
     _, expected = ordered_eigh(spherical_kendall(x, pairs="blocks", pair_block=64).values)
     signs = np.sign(np.einsum("ij,ij->j", fit.directions.values, expected))
     np.testing.assert_allclose(fit.directions.values * signs, expected, atol=1e-9)
+
+
+@pytest.mark.parametrize("calibration", ["classical", "analytic"])
+def test_cli_plan__prints_the_noise_sd_the_release_uses(tmp_path, dataset, calibration):
+    # At eps = 10 the classical formula under-noises; the exact mechanism then uses a larger,
+    # certified sd, and the plan must print that one, not the formula's.
+    from dppca_dask._rformat import format_r_scalar
+
+    data, _ = dataset
+    cfg = _config(tmp_path, data, privacy={"eps": 10.0, "delta": 1e-5},
+                  loading={"calibration": calibration})
+    planned = CliRunner().invoke(main, ["plan", str(cfg)])
+    assert planned.exit_code == 0, planned.output
+    assert CliRunner().invoke(main, ["run", str(cfg), "-q"]).exit_code == 0
+    scale = load_result(tmp_path / "out" / "loading.zarr").ledger[0].scale
+    assert f"noise sd {format_r_scalar(scale)} ({calibration})" in planned.output
