@@ -76,7 +76,7 @@ def _write(path: Path, x: np.ndarray, groups: np.ndarray) -> None:
     xr.Dataset(
         {"X": (("sample", "variable"), x), "group": (("sample",), groups.astype(object))},
         coords={"variable": np.array(["v1", "v2", "v3", "v4"], dtype=object)},
-    ).chunk({"sample": 70}).to_zarr(path, consolidated=False)
+    ).to_zarr(path, consolidated=False, encoding={"X": {"chunks": (70, P)}})
 
 
 def _config(root: Path, task: str, extra: dict[str, Any]) -> RunConfig:
