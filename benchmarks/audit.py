@@ -1,6 +1,6 @@
 """Empirical privacy audit of every mechanism in dppca_dask (issue 21).
 
-For each mechanism (dppca_dask.audit.AUDITS): a worst-case neighbouring pair, the likelihood-ratio
+For each mechanism (dppca_dask.privacy.audit.AUDITS): a worst-case neighbouring pair, the likelihood-ratio
 statistic for it, and a 95 %-confidence Clopper-Pearson lower bound on epsilon, for the shipped
 mechanism and for a copy with its noise scaled by 0.7. The bound must stay at or under the claimed
 epsilon for the shipped one and exceed it for the x 0.7 one. Then dp_loading's Kendall release on
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from dppca_dask.audit import (
+from dppca_dask.privacy.audit import (
     AUDITS,
     FLOAT_AUDITS,
     audit_float_membership,

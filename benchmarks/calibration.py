@@ -20,10 +20,10 @@ import argparse
 import numpy as np
 
 from dppca_dask import spherical_kendall
-from dppca_dask.budget import PrivacyBudget
-from dppca_dask.loading import kendall_sensitivity
-from dppca_dask.mechanisms import gaussian_symmetric_matrix
-from dppca_dask.postprocess import ordered_eigh
+from dppca_dask.pca.loading import kendall_sensitivity
+from dppca_dask.pca.postprocess import ordered_eigh
+from dppca_dask.privacy.budget import PrivacyBudget
+from dppca_dask.privacy.mechanisms import gaussian_symmetric_matrix
 
 SETTINGS = [("classical", "seed"), ("analytic", "seed"), ("classical", "tight"),
             ("analytic", "tight")]

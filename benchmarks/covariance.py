@@ -31,7 +31,7 @@ in this literature do -- they are not privatised):
   second moment of data centred at the middle of their range (its dense rank-one mean term
   favours SSP; see PACE-GGM's ``mean="measure"`` option, ``--control mean=measure``).
 
-Methods run through :func:`dppca_dask.covariance.release_covariance` on one exact statistic per
+Methods run through :func:`dppca_dask.covariance.estimator.release_covariance` on one exact statistic per
 dataset (the data pass is deterministic, so repeating it per repetition would only cost time);
 ``tests/test_covariance.py`` checks that ``dp_covariance`` gives the same release end to end.
 Every method and repetition gets its own noise stream from ``--seed``.
@@ -54,8 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from dppca_dask.covariance import release_covariance
-from dppca_dask.pace_ggm import PaceGGMControl, pace_ggm_control
+from dppca_dask.covariance.estimator import release_covariance
+from dppca_dask.covariance.pace_ggm import PaceGGMControl, pace_ggm_control
 
 RHOS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 METHODS = ("pace_ggm", "ssp", "diagonal")

@@ -1,4 +1,4 @@
-"""Draws per second of the exact samplers (dppca_dask.exact_noise), best of 3.
+"""Draws per second of the exact samplers (dppca_dask.privacy.exact_noise), best of 3.
 
 Run: python benchmarks/exact_noise.py
 """
@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from dppca_dask.exact_noise import discrete_gaussian, discrete_laplace, round_up_rational
+from dppca_dask.privacy.exact_noise import discrete_gaussian, discrete_laplace, round_up_rational
 
 
 def rate(fn, n: int, reps: int = 3) -> float:

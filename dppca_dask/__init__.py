@@ -8,7 +8,7 @@ Estimators
     :func:`dp_loading`, :func:`dp_scree` (with :func:`clipped_control`, :func:`pmwm_control`,
     :func:`huber_control`), :func:`dp_score`, :func:`dp_pca` (all three on shared directions),
     :func:`dp_covariance` (with :func:`pace_ggm_control`; reconstruction:
-    :func:`dppca_dask.maxent.maxent`)
+    :func:`dppca_dask.covariance.maxent.maxent`)
 Synthetic samples and plots (post-processing)
     :func:`sampling_control`, :func:`sample_histogram`, :func:`score_plot_control`,
     :func:`scree_plot_control`
@@ -23,9 +23,8 @@ Errors
 
 from __future__ import annotations
 
-from dppca_dask.budget import PrivacyControl, privacy_control
-from dppca_dask.covariance import clipped_second_moment, dp_covariance
-from dppca_dask.covariance_result import CovarianceResult, CovarianceSummary
+from dppca_dask.covariance.estimator import clipped_second_moment, dp_covariance
+from dppca_dask.covariance.pace_ggm import PaceGGMControl, pace_ggm_control
 from dppca_dask.errors import (
     BudgetError,
     ChunkingError,
@@ -38,19 +37,20 @@ from dppca_dask.errors import (
     ParameterError,
     PrivacyWarning,
 )
-from dppca_dask.loading import dp_loading, spherical_kendall
-from dppca_dask.pace_ggm import PaceGGMControl, pace_ggm_control
-from dppca_dask.pca import dp_pca
-from dppca_dask.pca_result import PCAResult, PCASummary
+from dppca_dask.pca.loading import dp_loading, spherical_kendall
+from dppca_dask.pca.pca import dp_pca
+from dppca_dask.pca.sampling import SamplingControl, sample_histogram, sampling_control
+from dppca_dask.pca.score import dp_score
+from dppca_dask.pca.scree import dp_scree
+from dppca_dask.pca.scree_controls import clipped_control, huber_control, pmwm_control
 from dppca_dask.plots.score import score_plot_control
 from dppca_dask.plots.scree import scree_plot_control
-from dppca_dask.results import LoadingResult, LoadingSummary, load_result
-from dppca_dask.sampling import SamplingControl, sample_histogram, sampling_control
-from dppca_dask.score import dp_score
-from dppca_dask.score_result import ScoreResult, ScoreSummary
-from dppca_dask.scree import dp_scree
-from dppca_dask.scree_controls import clipped_control, huber_control, pmwm_control
-from dppca_dask.scree_result import ScreeResult, ScreeSummary
+from dppca_dask.privacy.budget import PrivacyControl, privacy_control
+from dppca_dask.results.base import LoadingResult, LoadingSummary, load_result
+from dppca_dask.results.covariance import CovarianceResult, CovarianceSummary
+from dppca_dask.results.pca import PCAResult, PCASummary
+from dppca_dask.results.score import ScoreResult, ScoreSummary
+from dppca_dask.results.scree import ScreeResult, ScreeSummary
 
 __all__ = [
     # budgets

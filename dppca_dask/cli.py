@@ -1,4 +1,4 @@
-"""The ``dppca-dask`` command line: a thin layer over :mod:`dppca_dask.runner` and friends.
+"""The ``dppca-dask`` command line: a thin layer over :mod:`dppca_dask.pipeline.runner` and friends.
 
 Every error the package raises on purpose is printed as one line on stderr with exit status 1;
 anything unexpected is one line with status 2 (``--traceback`` shows the full trace).
@@ -68,8 +68,8 @@ def _format_warning(message: Warning | str, category: type[Warning], *args: Any,
 @_handle_errors
 def run(config: str, overwrite: bool, quiet: bool) -> None:
     """Run the release described by CONFIG and write its outputs."""
-    from dppca_dask.config import load_config
-    from dppca_dask.runner import execute
+    from dppca_dask.pipeline.config import load_config
+    from dppca_dask.pipeline.runner import execute
 
     cfg = load_config(config)
     outcome = execute(cfg, progress=not quiet, overwrite=overwrite or None)
@@ -98,8 +98,8 @@ def _echo_report(directory: Path) -> None:
 @_handle_errors
 def plan(config: str) -> None:
     """Show the resolved config, budget plan and work size of CONFIG; reads no data values."""
-    from dppca_dask.config import load_config
-    from dppca_dask.runner import plan_run
+    from dppca_dask.pipeline.config import load_config
+    from dppca_dask.pipeline.runner import plan_run
 
     click.echo(plan_run(load_config(config)).render())
 
@@ -118,7 +118,7 @@ def plan(config: str) -> None:
 def convert(source: str, target: str, fmt: str | None, chunk_rows: int | None,
             columns: str | None, group_column: str | None, overwrite: bool) -> None:
     """Convert a CSV, Parquet or .npy file SOURCE into a Zarr store TARGET."""
-    from dppca_dask.convert import convert as do_convert
+    from dppca_dask.io.convert import convert as do_convert
 
     cols = [c.strip() for c in columns.split(",")] if columns else None
     out = do_convert(source, target, fmt=fmt, chunk_rows=chunk_rows, columns=cols,
@@ -163,7 +163,7 @@ def _fresh_run_directory(base: Path) -> Path:
 def _check_demo_directory(base: Path) -> None:
     """The demo's folder must be a folder (or new), and not inside a Zarr store (someone's data)."""
     from dppca_dask.errors import ParameterError
-    from dppca_dask.identity import resolve_dataset
+    from dppca_dask.io.identity import resolve_dataset
 
     if base.exists() and not base.is_dir():
         raise ParameterError(f"The '--directory' parameter of demo must be a folder (it is "
@@ -195,9 +195,9 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
     """
     import yaml
 
-    from dppca_dask.config import RunConfig
-    from dppca_dask.datasets import write_demo_dataset
-    from dppca_dask.runner import execute
+    from dppca_dask.io.datasets import write_demo_dataset
+    from dppca_dask.pipeline.config import RunConfig
+    from dppca_dask.pipeline.runner import execute
 
     base = Path(directory)
     _check_demo_directory(base)
@@ -249,15 +249,15 @@ def budget(dataset: str, array: str | None, ledger_path: str | None,
     Any spelling of a dataset (relative, ./, trailing slash, symlink, file:// URL, a path to the
     array inside its Zarr store) names the same history, as in the runs' ledger key.
     """
-    from dppca_dask.deployment import deployment_settings
     from dppca_dask.errors import InputError
-    from dppca_dask.identity import resolve_dataset
-    from dppca_dask.ledger import BudgetLedger, base_key
+    from dppca_dask.io.identity import resolve_dataset
+    from dppca_dask.pipeline.deployment import deployment_settings
+    from dppca_dask.pipeline.ledger import BudgetLedger, base_key
 
     if ledger_path is None:
         ledger_path = deployment_settings().ledger_path
     if ledger_path is None and config_path is not None:
-        from dppca_dask.config import load_config
+        from dppca_dask.pipeline.config import load_config
 
         cfg = load_config(config_path)
         ledger_path = str(cfg.budget_ledger.resolved_path(cfg.output.directory))

@@ -9,7 +9,7 @@
   the R random-number emulator in :mod:`dppca_dask.testing`) -- used as is and marked *seeded*
   (the caller controls its state).
 
-Only :mod:`dppca_dask.mechanisms` and post-processing samplers draw from the generator, and only on
+Only :mod:`dppca_dask.privacy.mechanisms` and post-processing samplers draw from the generator, and only on
 the driver process.
 """
 
@@ -41,7 +41,7 @@ class Rng(Protocol):
     def integers(self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64,
                  endpoint: bool = False) -> Any:
         """Uniform integers in [low, high) as :meth:`numpy.random.Generator.integers` (the exact
-        samplers of :mod:`dppca_dask.exact_noise` draw all their randomness through it)."""
+        samplers of :mod:`dppca_dask.privacy.exact_noise` draw all their randomness through it)."""
         ...
 
 

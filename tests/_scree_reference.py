@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from dppca_dask.budget import PrivacyBudget
-from dppca_dask.mechanisms import gaussian_release, laplace_release
+from dppca_dask.privacy.budget import PrivacyBudget
+from dppca_dask.privacy.mechanisms import gaussian_release, laplace_release
 from tests.test_quantiles import literal_quantile
 
 

@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from dppca_dask import mechanisms
-from dppca_dask.audit import (
+from dppca_dask.pca.loading import kendall_sensitivity, spherical_kendall
+from dppca_dask.privacy import mechanisms
+from dppca_dask.privacy.audit import (
     AUDITS,
     audit_float_membership,
     clopper_pearson,
@@ -20,7 +21,6 @@ from dppca_dask.audit import (
     naive_laplace,
     run_audit,
 )
-from dppca_dask.loading import kendall_sensitivity, spherical_kendall
 
 
 def test_clopper_pearson__covers_truth():
@@ -40,7 +40,7 @@ def test_epsilon_lower_bound__gaussian_shift_is_below_truth():
     mu = 1.0
     a, b = rng.normal(mu, 1.0, 40000), rng.normal(0.0, 1.0, 40000)
     res = epsilon_lower_bound(a, b, delta=1e-5)
-    from dppca_dask.accounting import gaussian_delta
+    from dppca_dask.privacy.accounting import gaussian_delta
 
     # Smallest eps with delta(eps) <= 1e-5 for sensitivity mu, sigma 1.
     eps_true = next(e for e in np.arange(0.01, 20, 0.01) if gaussian_delta(1.0, mu, e) <= 1e-5)

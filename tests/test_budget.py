@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dppca_dask import BudgetError, privacy_control
-from dppca_dask.budget import FIT_COMPONENTS, PrivacyControl, resolve_budget
+from dppca_dask.privacy.budget import FIT_COMPONENTS, PrivacyControl, resolve_budget
 
 
 # --- the seed's examples, to full precision ------------------------------------------------

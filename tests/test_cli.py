@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from dppca_dask import ConfigError, load_result, spherical_kendall
 from dppca_dask.cli import main
-from dppca_dask.config import RunConfig, load_config
-from dppca_dask.postprocess import ordered_eigh
+from dppca_dask.pca.postprocess import ordered_eigh
+from dppca_dask.pipeline.config import RunConfig, load_config
 
 
 @pytest.fixture

@@ -30,18 +30,18 @@ from dask import delayed
 
 from dppca_dask import ClusterError, ConfigError, load_result
 from dppca_dask.cli import main
-from dppca_dask.cluster import _client_compute, _security, connect, describe_cluster
-from dppca_dask.cluster_config import (
+from dppca_dask.graph.compute import compute, kendall_sum
+from dppca_dask.io.data import as_data
+from dppca_dask.pipeline.cluster import _client_compute, _security, connect, describe_cluster
+from dppca_dask.pipeline.cluster_config import (
     AddressClusterConfig,
     KubernetesClusterConfig,
     LocalClusterConfig,
     SlurmClusterConfig,
     TLSConfig,
 )
-from dppca_dask.config import RunConfig
-from dppca_dask.data import as_data
-from dppca_dask.kernels.graph import compute, kendall_sum
-from dppca_dask.runner import execute
+from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.runner import execute
 
 N_ROWS, BLOCK_ROWS = 12_000, 400  # 30 row blocks, 12 Kendall work units
 DASK = [sys.executable, "-m", "dask"]  # the `dask` CLI of this interpreter

@@ -22,10 +22,14 @@ from dppca_dask import (
     load_result,
     pace_ggm_control,
 )
-from dppca_dask.covariance import covariance_sensitivities, release_covariance
-from dppca_dask.mechanisms import exponential_mechanism, gaussian_zcdp, gaussian_zcdp_symmetric
-from dppca_dask.pace_ggm import run_pace_ggm
-from dppca_dask.zcdp import Odometer, ledger_rho, resolve_zcdp, zcdp_eps, zcdp_rho
+from dppca_dask.covariance.estimator import covariance_sensitivities, release_covariance
+from dppca_dask.covariance.pace_ggm import run_pace_ggm
+from dppca_dask.privacy.mechanisms import (
+    exponential_mechanism,
+    gaussian_zcdp,
+    gaussian_zcdp_symmetric,
+)
+from dppca_dask.privacy.zcdp import Odometer, ledger_rho, resolve_zcdp, zcdp_eps, zcdp_rho
 
 ALPHA = 1e-6
 
@@ -475,7 +479,7 @@ def test_cli_covariance__config_errors(tmp_path, zarr_input):
 def test_configs_covariance_yaml__is_valid():
     from pathlib import Path
 
-    from dppca_dask.config import load_config
+    from dppca_dask.pipeline.config import load_config
 
     cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "covariance.yaml")
     assert cfg.task == "covariance" and cfg.covariance is not None

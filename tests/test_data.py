@@ -1,4 +1,4 @@
-"""Input adapters (dppca_dask.data) and Zarr conversion (dppca_dask.convert)."""
+"""Input adapters (dppca_dask.io.data) and Zarr conversion (dppca_dask.io.convert)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 import xarray as xr
 import zarr
 
-from dppca_dask.convert import convert, write_frames
-from dppca_dask.data import CHUNK_BYTES, DataSource, as_data, describe_source
 from dppca_dask.errors import InputError, OutputExistsError, ParameterError
+from dppca_dask.io.convert import convert, write_frames
+from dppca_dask.io.data import CHUNK_BYTES, DataSource, as_data, describe_source
 
 
 def _no_compute(dsk, keys, **kwargs):

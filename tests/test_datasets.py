@@ -1,4 +1,4 @@
-"""Synthetic demo data (dppca_dask.datasets)."""
+"""Synthetic demo data (dppca_dask.io.datasets)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from dppca_dask.data import as_data
-from dppca_dask.datasets import GAU_MEANS, GAU_SCALES, make_gau, write_demo_dataset
 from dppca_dask.errors import OutputExistsError, ParameterError
+from dppca_dask.io.data import as_data
+from dppca_dask.io.datasets import GAU_MEANS, GAU_SCALES, make_gau, write_demo_dataset
 
 
 class _Counting:

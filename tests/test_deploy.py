@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dppca_dask.cluster_config import KubernetesClusterConfig
-from dppca_dask.config import RunConfig
+from dppca_dask.pipeline.cluster_config import KubernetesClusterConfig
+from dppca_dask.pipeline.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 from dppca_dask import ConfigError
 from dppca_dask.cli import main
-from dppca_dask.config import RunConfig
-from dppca_dask.deployment import apply_deployment, deployment_settings
-from dppca_dask.ledger import BudgetLedger
-from dppca_dask.runner import execute
+from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.deployment import apply_deployment, deployment_settings
+from dppca_dask.pipeline.ledger import BudgetLedger
+from dppca_dask.pipeline.runner import execute
 
 
 @pytest.fixture(autouse=True)

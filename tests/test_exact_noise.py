@@ -1,4 +1,4 @@
-"""Exactness of the integer samplers (dppca_dask.exact_noise): pmf comparisons at alpha ~ 1e-6."""
+"""Exactness of the integer samplers (dppca_dask.privacy.exact_noise): pmf comparisons at alpha ~ 1e-6."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dppca_dask.exact_noise import (
+from dppca_dask.privacy.exact_noise import (
     bernoulli,
     bernoulli_exp,
     discrete_gaussian,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from dppca_dask import DPPCAError, dp_loading, privacy_control, spherical_kendall
-from dppca_dask.config import RunConfig
+from dppca_dask.pipeline.config import RunConfig
 
 PRIV = privacy_control(eps=1.0, delta=1e-5)
 fuzz = settings(max_examples=60, deadline=None,
@@ -140,7 +140,7 @@ def test_fuzz__malformed_configs_are_config_errors(data):
 @fuzz
 @given(st.text(max_size=200))
 def test_fuzz__config_files_of_any_text(tmp_path, text):
-    from dppca_dask.config import load_config
+    from dppca_dask.pipeline.config import load_config
 
     path = tmp_path / "c.yaml"
     path.write_text(text)
@@ -151,7 +151,7 @@ def test_fuzz__config_files_of_any_text(tmp_path, text):
 
 
 def test_fuzz__config_yaml_with_python_tags_is_rejected(tmp_path):
-    from dppca_dask.config import load_config
+    from dppca_dask.pipeline.config import load_config
 
     path = tmp_path / "c.yaml"
     path.write_text("input: !!python/object/apply:os.system ['echo pwned']\n")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dppca_dask.errors import ChunkingError, DuplicateObservationError, InputError
-from dppca_dask.kernels import graph as graph_module
-from dppca_dask.kernels.graph import compute, kendall_layout, kendall_sum, moments, use_compute
+from dppca_dask.graph import compute as graph_module
+from dppca_dask.graph.compute import compute, kendall_layout, kendall_sum, moments, use_compute
 from dppca_dask.kernels.kendall import tile_reference
 
 

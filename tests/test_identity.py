@@ -10,12 +10,12 @@ from click.testing import CliRunner
 
 from dppca_dask import BudgetError
 from dppca_dask.cli import main
-from dppca_dask.config import RunConfig
-from dppca_dask.data import describe_source
-from dppca_dask.datasets import write_demo_dataset
-from dppca_dask.identity import normalise_location, resolve_dataset
-from dppca_dask.ledger import BudgetLedger, dataset_key
-from dppca_dask.runner import execute
+from dppca_dask.io.data import describe_source
+from dppca_dask.io.datasets import write_demo_dataset
+from dppca_dask.io.identity import normalise_location, resolve_dataset
+from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.ledger import BudgetLedger, dataset_key
+from dppca_dask.pipeline.runner import execute
 
 
 @pytest.fixture
@@ -136,7 +136,7 @@ def test_budget__any_spelling_shows_the_same_history(tmp_path, store):
 
 
 def test_ledger__legacy_keys_with_columns_still_count(tmp_path):
-    from dppca_dask.budget import PrivacyBudget
+    from dppca_dask.privacy.budget import PrivacyBudget
 
     ledger = BudgetLedger(tmp_path / "l.jsonl")
     key = dataset_key(str(tmp_path / "d.zarr"), "X")

@@ -11,9 +11,9 @@ import yaml
 from click.testing import CliRunner
 
 from dppca_dask import BudgetError, InputError
-from dppca_dask.budget import PrivacyBudget
 from dppca_dask.cli import main
-from dppca_dask.ledger import BudgetLedger, dataset_key
+from dppca_dask.pipeline.ledger import BudgetLedger, dataset_key
+from dppca_dask.privacy.budget import PrivacyBudget
 
 
 def test_ledger__reserve_confirm_cancel(tmp_path):
@@ -141,7 +141,7 @@ def test_run__failed_run_refunds_its_reservation(tmp_path, run_config):
 
 
 def _loading_config(tmp_path, data, name="out"):
-    from dppca_dask.config import RunConfig
+    from dppca_dask.pipeline.config import RunConfig
 
     return RunConfig.from_dict({
         "input": {"path": str(data), "array": "X"},
@@ -152,8 +152,7 @@ def _loading_config(tmp_path, data, name="out"):
 
 
 def test_run__failure_while_writing_after_the_fit_stays_spent(tmp_path, run_config, monkeypatch):
-    from dppca_dask import runner
-
+    from dppca_dask.pipeline import runner
     _, data = run_config
 
     def broken_writer(tmp, *args, **kwargs):
@@ -179,8 +178,8 @@ def test_run__failure_while_writing_after_the_fit_stays_spent(tmp_path, run_conf
 def test_run__failure_in_the_fit_after_a_draw_stays_spent(tmp_path, run_config, monkeypatch):
     import dataclasses
 
-    from dppca_dask import runner
-    from dppca_dask.tasks import TASKS
+    from dppca_dask.pipeline import runner
+    from dppca_dask.pipeline.tasks import TASKS
 
     _, data = run_config
     seen = {}
@@ -206,8 +205,8 @@ def test_run__failure_in_the_fit_after_a_draw_stays_spent(tmp_path, run_config, 
 def test_run__failure_before_any_draw_is_refunded(tmp_path, run_config, monkeypatch):
     import dataclasses
 
-    from dppca_dask import runner
-    from dppca_dask.tasks import TASKS
+    from dppca_dask.pipeline import runner
+    from dppca_dask.pipeline.tasks import TASKS
 
     _, data = run_config
 
@@ -224,8 +223,8 @@ def test_run__failure_before_any_draw_is_refunded(tmp_path, run_config, monkeypa
 
 
 def test_draw_tracker__transparent_and_notes_any_draw():
+    from dppca_dask.pipeline.runner import DrawTracker
     from dppca_dask.rng import Rng, as_rng
-    from dppca_dask.runner import DrawTracker
     from dppca_dask.testing import RRNG
 
     for make in (lambda: np.random.default_rng(3), lambda: RRNG(3)):

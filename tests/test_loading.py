@@ -19,8 +19,8 @@ from dppca_dask import (
     privacy_control,
     spherical_kendall,
 )
-from dppca_dask.loading import kendall_sensitivity
-from dppca_dask.postprocess import ordered_eigh
+from dppca_dask.pca.loading import kendall_sensitivity
+from dppca_dask.pca.postprocess import ordered_eigh
 from tests.test_kendall import brute_force
 
 PRIV = privacy_control(eps=1.0, delta=1e-5)
@@ -306,7 +306,7 @@ def test_dp_loading__bad_pairs_arguments(spiked, kwargs, match):
 
 # --- sensitivity="tight" (issue 9) ------------------------------------------------------------
 def test_kendall_sensitivity__tight_is_seed_over_sqrt2():
-    from dppca_dask.loading import kendall_sensitivity
+    from dppca_dask.pca.loading import kendall_sensitivity
 
     assert kendall_sensitivity(100, bound="tight") == pytest.approx(2 * np.sqrt(2) / 100)
     for n, b in ((1000, 64), (10, 4), (12345, 999)):
@@ -317,8 +317,8 @@ def test_kendall_sensitivity__tight_is_seed_over_sqrt2():
 
 def test_kendall_sensitivity__tight_bound_holds_on_neighbours(global_seed):
     """‖K̂(X) − K̂(X')‖_F ≤ 2√2/n for random and adversarial replace-one neighbours."""
-    from dppca_dask.audit import kendall_neighbours
-    from dppca_dask.loading import kendall_sensitivity
+    from dppca_dask.pca.loading import kendall_sensitivity
+    from dppca_dask.privacy.audit import kendall_neighbours
 
     rng = np.random.default_rng(global_seed)
     cases = [kendall_neighbours(30, 3), kendall_neighbours(7, 2)]

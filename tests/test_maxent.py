@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import optimize
 
+from dppca_dask.covariance.maxent import components, maxent
 from dppca_dask.errors import ParameterError
-from dppca_dask.maxent import components, maxent
 
 
 def _random_pd(rng: np.random.Generator, d: int) -> np.ndarray:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dppca_dask.accounting import (
+from dppca_dask.errors import BudgetError
+from dppca_dask.privacy.accounting import (
     analytic_gaussian_sigma,
     classical_gaussian_sigma,
     gaussian_delta,
@@ -18,9 +19,8 @@ from dppca_dask.accounting import (
     lattice_gaussian_sd,
     public_grid,
 )
-from dppca_dask.budget import PrivacyBudget
-from dppca_dask.errors import BudgetError
-from dppca_dask.mechanisms import (
+from dppca_dask.privacy.budget import PrivacyBudget
+from dppca_dask.privacy.mechanisms import (
     gaussian_histogram,
     gaussian_release,
     gaussian_symmetric_matrix,

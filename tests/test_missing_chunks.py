@@ -18,10 +18,9 @@ from zarr.storage import LocalStore, WrapperStore
 
 from dppca_dask import InputError, dp_covariance, dp_loading, privacy_control
 from dppca_dask.cli import main
-from dppca_dask.data import as_data, describe_source
-from dppca_dask.zarr_guard import RULE, ChunkGuardStore, MissingChunkError, check_chunks
+from dppca_dask.io.data import as_data, describe_source
+from dppca_dask.io.zarr_guard import RULE, ChunkGuardStore, MissingChunkError, check_chunks
 from tests.test_data import raise_if_dask_computes
-
 
 RULE_RE = r"every chunk must be present; missing data is never read as zeros"
 X = np.arange(60, dtype=np.float64).reshape(20, 3) % 7 + 1.0  # no zeros: no chunk is skipped
@@ -119,7 +118,7 @@ def test_estimators__chunk_deleted_during_the_pass(tmp_path, monkeypatch):
     path = tmp_path / "data.zarr"
     chunk = _write(path, "array_v3")
     chunk.unlink()
-    monkeypatch.setattr("dppca_dask.data.check_chunks", lambda arr, label: None)  # "after" it
+    monkeypatch.setattr("dppca_dask.io.data.check_chunks", lambda arr, label: None)  # "after" it
     with pytest.raises(MissingChunkError, match="disappeared after the input was checked"):
         dp_covariance(str(path), rho=1.0, bounds=10.0, method="diagonal", rng=1)
     with pytest.raises(MissingChunkError, match=RULE_RE):
@@ -223,7 +222,7 @@ def test_cli_run__chunk_deleted_during_the_pass_on_worker_processes(tmp_path, mo
     comes back through the client as the one-line CLI error, and the worker logs nothing."""
     data = tmp_path / "data.zarr"
     _write(data, "group_v3").unlink()
-    monkeypatch.setattr("dppca_dask.data.check_chunks", lambda arr, label: None)
+    monkeypatch.setattr("dppca_dask.io.data.check_chunks", lambda arr, label: None)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["run", str(_run_config(tmp_path, data, True)), "-q"])
     assert result.exit_code == 1, result.output

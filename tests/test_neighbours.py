@@ -32,9 +32,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from dppca_dask import load_result
-from dppca_dask.config import RunConfig
-from dppca_dask.runner import execute
+from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.runner import execute
 
 N, P = 240, 4
 
@@ -158,7 +157,7 @@ def _diff_store(a: Path, b: Path) -> list[str]:
 
 
 _IMG = re.compile(r'src="data:image/[^"]*"')
-_SECTION = re.compile(r'(<section id="([^"]+)".*?</section>)', re.S)
+_SECTION = re.compile(r'(<section id="([^"]+)".*?</section>)', re.DOTALL)
 _NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 # Sections that show no released value: compared character for character.
 _GENERIC = {"dataset", "ledger", "config", "work"}
@@ -202,8 +201,8 @@ def test_neighbours__publish_nothing_data_dependent_but_the_release(tmp_path, ta
         if pa != pb:
             import difflib
 
-            lines = [d for d in difflib.unified_diff(pa.split("><"), pb.split("><"), n=0,
-                                                     lineterm="")][2:8]
+            lines = list(difflib.unified_diff(pa.split("><"), pb.split("><"), n=0,
+                                              lineterm=""))[2:8]
             found.append("report.html differs outside the release: " + " | ".join(lines))
         _diff_json(a["ledger"], b["ledger"], "ledger", found)
         if a["config"] != b["config"]:

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from dppca_dask import ConfigError, OutputExistsError, ParameterError
 from dppca_dask.cli import main
-from dppca_dask.convert import convert
-from dppca_dask.datasets import write_demo_dataset
+from dppca_dask.io.convert import convert
+from dppca_dask.io.datasets import write_demo_dataset
 
 
 def _digest(*roots) -> str:
@@ -86,8 +86,8 @@ def test_run__sibling_output_is_fine_and_overwrite_still_works(setup):
 
 
 def test_execute__refusal_is_a_config_error(setup):
-    from dppca_dask.config import load_config
-    from dppca_dask.runner import execute
+    from dppca_dask.pipeline.config import load_config
+    from dppca_dask.pipeline.runner import execute
 
     tmp_path, store, _, config = setup
     with pytest.raises(ConfigError, match="must not be equal to, inside or a folder containing"):

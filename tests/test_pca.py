@@ -18,8 +18,8 @@ from dppca_dask import (
     pmwm_control,
     privacy_control,
 )
-from dppca_dask.pca import expected_reads
-from dppca_dask.scree_result import ScreeResult
+from dppca_dask.pca.pca import expected_reads
+from dppca_dask.results.scree import ScreeResult
 
 CONTROL = clipped_control(C_clip=40)
 

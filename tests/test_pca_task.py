@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from dppca_dask import ConfigError, PCAResult, ScoreResult, load_result
 from dppca_dask.cli import main
-from dppca_dask.config import RunConfig, load_config
-from dppca_dask.datasets import write_demo_dataset
-from dppca_dask.runner import plan_run
+from dppca_dask.io.datasets import write_demo_dataset
+from dppca_dask.pipeline.config import RunConfig, load_config
+from dppca_dask.pipeline.runner import plan_run
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from dppca_dask.errors import InputError, ParameterError
+from dppca_dask.graph.compute import compute
+from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.kernels.counts import count_below, signed_count_below
-from dppca_dask.kernels.graph import compute
-from dppca_dask.kernels.passes import row_block_sum
-from dppca_dask.quantiles import durfee_quantile, durfee_upper, upper_grid
+from dppca_dask.privacy.quantiles import durfee_quantile, durfee_upper, upper_grid
 from dppca_dask.testing import RRNG
 
 

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from dppca_dask import LoadingSummary, dp_loading, privacy_control, spherical_kendall
-from dppca_dask.budget import PrivacyBudget
-from dppca_dask.loading import kendall_sensitivity
-from dppca_dask.mechanisms import gaussian_symmetric_matrix, symmetric_noise_sigma
-from dppca_dask.postprocess import ordered_eigh
+from dppca_dask.pca.loading import kendall_sensitivity
+from dppca_dask.pca.postprocess import ordered_eigh
+from dppca_dask.privacy.budget import PrivacyBudget
+from dppca_dask.privacy.mechanisms import gaussian_symmetric_matrix, symmetric_noise_sigma
 from dppca_dask.testing import RRNG
 
 SEED_DIRECTIONS = np.array(

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from dppca_dask import dp_loading, dp_score, privacy_control
-from dppca_dask.config import RunConfig
-from dppca_dask.passlog import record_passes
-from dppca_dask.report import figure_files, render_report, write_report
-from dppca_dask.runner import execute
+from dppca_dask.graph.passlog import record_passes
+from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.runner import execute
+from dppca_dask.report.html import figure_files, render_report, write_report
 
 matplotlib.use("Agg")
 
@@ -143,7 +143,7 @@ def test_write_report__given_figures_config_and_passes(data, tmp_path):
 
 
 def _dataset(tmp_path: Path) -> Path:
-    from dppca_dask.datasets import write_demo_dataset
+    from dppca_dask.io.datasets import write_demo_dataset
 
     return Path(write_demo_dataset(tmp_path / "gau.zarr", n_per_group=60))
 

@@ -16,7 +16,7 @@ from dppca_dask import (
     load_result,
     privacy_control,
 )
-from dppca_dask.results import write_atomically
+from dppca_dask.results.base import write_atomically
 
 
 @pytest.fixture(scope="module")

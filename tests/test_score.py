@@ -11,28 +11,28 @@ import pytest
 from scipy import stats
 
 from dppca_dask import privacy_control
-from dppca_dask.budget import PrivacyBudget
 from dppca_dask.errors import BudgetError, InputError, ParameterError
-from dppca_dask.frame import Frame, durfee_frame, smooth_frame, smooth_sensitivity
-from dppca_dask.histograms import (
+from dppca_dask.graph.compute import compute
+from dppca_dask.graph.passes import row_block_sum
+from dppca_dask.kernels.scores import bin_counts, bin_index, center_counts, project, radius_counts
+from dppca_dask.pca.frame import Frame, durfee_frame, smooth_frame, smooth_sensitivity
+from dppca_dask.pca.histograms import (
     bin_count_pass,
     default_bins,
     parse_bins,
     release_histograms,
 )
-from dppca_dask.kernels.graph import compute
-from dppca_dask.kernels.passes import row_block_sum
-from dppca_dask.kernels.scores import bin_counts, bin_index, center_counts, project, radius_counts
-from dppca_dask.mechanisms import (
+from dppca_dask.pca.score import dp_score
+from dppca_dask.privacy.budget import PrivacyBudget
+from dppca_dask.privacy.mechanisms import (
     gaussian_histogram,
     histogram_noise_sigma,
     stability_histogram,
     stability_histogram_parameters,
 )
-from dppca_dask.quantiles import upper_grid
-from dppca_dask.results import load_result
-from dppca_dask.score import dp_score
-from dppca_dask.score_result import ScoreResult
+from dppca_dask.privacy.quantiles import upper_grid
+from dppca_dask.results.base import load_result
+from dppca_dask.results.score import ScoreResult
 from dppca_dask.testing import RRNG
 
 PC = privacy_control(eps=4.0, delta=1e-4)
@@ -233,7 +233,7 @@ def test_smooth_frame__square_with_delta_budget(data):
 def test_frame__non_positive_radius_message(monkeypatch):
     import dataclasses
 
-    import dppca_dask.frame as frame_module
+    import dppca_dask.pca.frame as frame_module
 
     real = frame_module.smooth_laplace
     calls = []
@@ -375,7 +375,7 @@ def test_release_histograms__parallel_composition_and_errors():
 def test_dp_score__all_zero_add_histogram_message(data, monkeypatch):
     import dataclasses
 
-    import dppca_dask.histograms as hist_module
+    import dppca_dask.pca.histograms as hist_module
 
     real = hist_module.gaussian_histogram
 

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from dppca_dask import ConfigError, ScoreResult, load_result
 from dppca_dask.cli import main
-from dppca_dask.config import RunConfig
-from dppca_dask.datasets import write_demo_dataset
 from dppca_dask.errors import ParameterError
-from dppca_dask.runner import plan_run
+from dppca_dask.io.datasets import write_demo_dataset
+from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.runner import plan_run
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -19,14 +19,19 @@ from dppca_dask import (
     pmwm_control,
     privacy_control,
 )
-from dppca_dask.budget import resolve_budget
-from dppca_dask.data import as_data
-from dppca_dask.datasets import make_gau
-from dppca_dask.postprocess import monotone_scree, ordered_eigh, pava_nonincreasing, scree_to_pve
+from dppca_dask.graph.scree_passes import DaskBackend, NumpyBackend, Request, pair_block_bounds
+from dppca_dask.io.data import as_data
+from dppca_dask.io.datasets import make_gau
+from dppca_dask.pca.postprocess import (
+    monotone_scree,
+    ordered_eigh,
+    pava_nonincreasing,
+    scree_to_pve,
+)
+from dppca_dask.pca.scree import _fit_scree
+from dppca_dask.pca.scree_methods import huber_defaults
+from dppca_dask.privacy.budget import resolve_budget
 from dppca_dask.rng import as_rng
-from dppca_dask.scree import _fit_scree
-from dppca_dask.scree_methods import huber_defaults
-from dppca_dask.scree_passes import DaskBackend, NumpyBackend, Request, pair_block_bounds
 from dppca_dask.testing import RRNG
 from tests import _scree_reference as ref
 

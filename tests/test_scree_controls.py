@@ -16,7 +16,7 @@ from dppca_dask import (
     pmwm_control,
     privacy_control,
 )
-from dppca_dask.scree_controls import (
+from dppca_dask.pca.scree_controls import (
     ClippedControl,
     HuberControl,
     PMWMControl,

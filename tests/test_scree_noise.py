@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dppca_dask.accounting import lattice_gaussian_sd
-from dppca_dask.budget import PrivacyBudget
-from dppca_dask.mechanisms import gaussian_release, laplace_release
-from dppca_dask.scree_controls import clipped_control, huber_control, pmwm_control
-from dppca_dask.scree_methods import (
+from dppca_dask.graph.scree_passes import NumpyBackend
+from dppca_dask.pca.scree_controls import clipped_control, huber_control, pmwm_control
+from dppca_dask.pca.scree_methods import (
     CENTER_SHARE,
     Context,
     clipped_scree,
@@ -26,7 +24,9 @@ from dppca_dask.scree_methods import (
     pmwm_scree,
     private_center,
 )
-from dppca_dask.scree_passes import NumpyBackend
+from dppca_dask.privacy.accounting import lattice_gaussian_sd
+from dppca_dask.privacy.budget import PrivacyBudget
+from dppca_dask.privacy.mechanisms import gaussian_release, laplace_release
 
 ALPHA = 1e-6
 REPS = 3000
@@ -165,8 +165,8 @@ def test_private_center__bias_negligible_next_to_the_noise():
     """The centre's effect on the scree, (c − ȳ)², is small next to the clipped method's noise sd
     on the demo data at ε = 1, n = 5000, k = 5, and after the public correction σ² its mean is
     ≈ 0 (docs/design/scree.md has the table)."""
-    from dppca_dask.datasets import make_gau
-    from dppca_dask.postprocess import ordered_eigh
+    from dppca_dask.io.datasets import make_gau
+    from dppca_dask.pca.postprocess import ordered_eigh
 
     x = make_gau(1000, rng=0).iloc[:, :20].to_numpy()
     v = ordered_eigh(np.cov(x, rowvar=False))[1][:, :5]

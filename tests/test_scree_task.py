@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from dppca_dask import ConfigError, load_result
 from dppca_dask.cli import main
-from dppca_dask.config import load_config
+from dppca_dask.pipeline.config import load_config
 
 matplotlib.use("Agg")
 

@@ -318,8 +318,8 @@ def plot_loading(
     >>> sorted(out.axes), out.data["heatmap"].shape
     (['colorbar', 'heatmap', 'point', 'vector'], (4, 3))
     """
+    from dppca_dask.pca.score import parse_axes
     from dppca_dask.plots._style import figure
-    from dppca_dask.score import parse_axes
 
     types = _parse_types(type)
     v = np.asarray(fit.directions.values, dtype=np.float64)

@@ -158,7 +158,7 @@ def plot_pca(
     rng: Any = None,
     samples: Mapping[str, pd.DataFrame] | None = None,
 ) -> PCAPlot:
-    """Draw the panels of a :class:`~dppca_dask.pca_result.PCAResult` (post-processing).
+    """Draw the panels of a :class:`~dppca_dask.results.pca.PCAResult` (post-processing).
 
     Parameters
     ----------
@@ -195,8 +195,8 @@ def plot_pca(
     >>> sorted(out.axes), len(out.samples["add"]), list(out.arrows["add"]["variable"])
     (['biplot', 'score'], 300, ['X1', 'X2', 'X3'])
     """
-    from dppca_dask.pca_result import PCAResult
-    from dppca_dask.sampling import as_sampling_control
+    from dppca_dask.pca.sampling import as_sampling_control
+    from dppca_dask.results.pca import PCAResult
 
     if not isinstance(fit, PCAResult):
         raise bad_param("fit", "plot_pca", "a PCAResult from dp_pca()", type(fit).__name__)

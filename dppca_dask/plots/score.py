@@ -12,7 +12,7 @@ Non-private panels appear only when the fit stored its references (``non_private
 titled "Non-private …". Histogram cells are filled rectangles whose alpha maps the probability
 linearly from [min, max] of the panel (pooled over groups) onto ``hist_alpha_range``; grouped fits
 overlay each group's cells in its colour. Every panel shows exactly the private frame with a fixed
-1:1 aspect. Samples come from :meth:`~dppca_dask.score_result.ScoreResult.sample`, i.e. only from
+1:1 aspect. Samples come from :meth:`~dppca_dask.results.score.ScoreResult.sample`, i.e. only from
 released probabilities (and from the non-private histogram for its own panels).
 """
 
@@ -207,7 +207,7 @@ def plot_score(
     rng: Any = None,
     samples: Mapping[str, Mapping[str, pd.DataFrame]] | None = None,
 ) -> ScorePlot:
-    """Draw the score panels of a :class:`~dppca_dask.score_result.ScoreResult`.
+    """Draw the score panels of a :class:`~dppca_dask.results.score.ScoreResult`.
 
     Parameters
     ----------
@@ -242,7 +242,7 @@ def plot_score(
     >>> sorted(out.axes), len(out.samples["add"]["uniform"])
     (['add', 'sample'], 300)
     """
-    from dppca_dask.score_result import ScoreResult
+    from dppca_dask.results.score import ScoreResult
 
     owner = "plot"
     if not isinstance(fit, ScoreResult):
@@ -256,7 +256,7 @@ def plot_score(
         ctl = score_plot_control(**control)
     else:
         raise bad_param("control", owner, "a ScorePlotControl or a dict of its options", control)
-    from dppca_dask.sampling import as_sampling_control
+    from dppca_dask.pca.sampling import as_sampling_control
 
     sampler = as_sampling_control(sampling, owner)
     stored = fit.nonprivate_probability is not None

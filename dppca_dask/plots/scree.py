@@ -141,7 +141,7 @@ def plot_scree(fit: Any, *, type: str = "pve", control: Any = None, ax: Any = No
     Parameters
     ----------
     fit
-        A :class:`~dppca_dask.scree_result.ScreeResult`.
+        A :class:`~dppca_dask.results.scree.ScreeResult`.
     type
         ``"pve"`` or ``"scree"``.
     control

@@ -1,0 +1,1 @@
+"""dp_covariance: PACE-GGM, SSP and diagonal baselines, max-entropy completion."""

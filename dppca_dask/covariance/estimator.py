@@ -1,0 +1,374 @@
+"""Private covariance: ``dp_covariance`` (PACE-GGM, SSP, diagonal) and the exact clipped Σ(X).
+
+Follows SPEC_covariance.md. Stages, in order:
+
+1. validate the budget (ρ, or (ε, δ) converted to ρ -- :mod:`dppca_dask.privacy.zcdp`), the public
+   bounds and the method's control; the ρ allocation is fixed before any data is read;
+2. one Dask computation: Σ(X) = XᵀX/n of the data clipped to [−B_j, B_j], a tree reduction over
+   row blocks (:func:`~dppca_dask.kernels.gram.clipped_gram`); the d×d matrix stays on the driver
+   and is never written;
+3. on the driver, in the normalised space x̃_j = x_j/B_j (so |x̃_j| ≤ 1): the method's mechanisms
+   (:mod:`dppca_dask.privacy.mechanisms`), then free post-processing, then Σ̂ = Σ̃̂ ∘ B Bᵀ.
+
+Sensitivities (replace one row; n public; normalised units, multiply an entry by B_j·B_k for raw
+units): one off-diagonal entry 2/n; one diagonal entry 1/n, the diagonal vector √d/n (L2); the
+whole matrix √2·d/n (Frobenius; ‖xxᵀ − x'x'ᵀ‖_F² = ‖x‖⁴ + ‖x'‖⁴ − 2(xᵀx')² ≤ 2d²). With a scalar
+bound B these are the spec's 2B²/n, B²/n and √2·d·B²/n; with per-variable bounds SSP adds noise
+of sd B_j·B_k·σ̃ to entry (j, k). See docs/design/covariance_sensitivity.md.
+
+Methods:
+
+* ``"pace_ggm"`` -- :mod:`dppca_dask.covariance.pace_ggm` with maximum-entropy reconstruction
+  (:mod:`dppca_dask.covariance.maxent`);
+* ``"ssp"`` -- Gaussian noise on all d(d+1)/2 entries calibrated to the Frobenius sensitivity,
+  then (default; ``control={"psd": False}`` turns it off) projection onto the PSD cone;
+* ``"diagonal"`` -- all of ρ on the d diagonal entries, off-diagonal entries 0.
+
+Noisy variances are clipped to the public range [0, B_j²] in every method (post-processing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+
+from dppca_dask._validation import bad_param, parse_bool, parse_choice
+from dppca_dask.covariance.maxent import psd_project
+from dppca_dask.covariance.pace_ggm import PaceGGMControl, as_control, initial_shares, run_pace_ggm
+from dppca_dask.errors import ParameterError
+from dppca_dask.graph.compute import compute
+from dppca_dask.graph.passes import row_block_sum
+from dppca_dask.io.data import DataSource, as_data
+from dppca_dask.kernels.gram import clipped_gram
+from dppca_dask.privacy.accounting import SpendRecord
+from dppca_dask.privacy.mechanisms import gaussian_zcdp, gaussian_zcdp_symmetric
+from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
+from dppca_dask.results.covariance import CovarianceResult, build_covariance_result
+from dppca_dask.rng import as_rng
+
+__all__ = [
+    "METHODS",
+    "CovarianceEstimate",
+    "CovarianceSensitivities",
+    "clipped_second_moment",
+    "covariance_sensitivities",
+    "dp_covariance",
+    "parse_bounds",
+    "release_covariance",
+]
+
+METHODS: tuple[str, ...] = ("pace_ggm", "ssp", "diagonal")
+_OWNER = "dp_covariance"
+
+
+def parse_bounds(bounds: Any, variables: tuple[str, ...], owner: str = _OWNER) -> np.ndarray:
+    """Public bounds B_j > 0 as a float array: a scalar, one per variable, or a name → B mapping.
+
+    Examples
+    --------
+    >>> parse_bounds(2, ("a", "b")).tolist(), parse_bounds({"b": 1, "a": 3}, ("a", "b")).tolist()
+    ([2.0, 2.0], [3.0, 1.0])
+    """
+    p = len(variables)
+    rule = ("a positive finite number B, a sequence of one positive finite B_j per variable, or "
+            "a mapping from every variable name to its B_j (public bounds are required; they "
+            "are never taken from the data)")
+    if bounds is None:
+        raise bad_param("bounds", owner, rule, bounds)
+    if isinstance(bounds, Mapping):
+        missing = [v for v in variables if v not in bounds]
+        extra = [k for k in bounds if k not in variables]
+        if missing or extra:
+            raise bad_param("bounds", owner, rule + f" (missing {missing}, unknown {extra})",
+                            dict(bounds))
+        raw: Any = [bounds[v] for v in variables]
+    else:
+        raw = bounds
+    if isinstance(raw, bool | np.bool_ | str | bytes):
+        raise bad_param("bounds", owner, rule, bounds)
+    try:
+        values = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise bad_param("bounds", owner, rule, bounds) from None
+    if values.ndim == 0:
+        values = np.full(p, float(values))
+    if values.shape != (p,) or not np.isfinite(values).all() or (values <= 0).any():
+        raise bad_param("bounds", owner, rule + f" ({p} variables)", bounds)
+    return values
+
+
+@dataclass(frozen=True)
+class CovarianceSensitivities:
+    """Replace-one sensitivities for public bounds ``bounds`` and public ``n``.
+
+    ``entry`` is the d×d matrix of single-entry sensitivities in raw units (2·B_j·B_k/n off the
+    diagonal, B_j²/n on it); ``diagonal`` and ``frobenius`` are the L2 sensitivity of the
+    normalised diagonal vector (√d/n) and the Frobenius sensitivity of the normalised matrix
+    (√2·d/n); ``frobenius_raw`` is √2·Σ_j B_j²/n, the raw-units bound (√2·d·B²/n for scalar B).
+    """
+
+    entry: np.ndarray
+    diagonal: float
+    frobenius: float
+    frobenius_raw: float
+
+
+def covariance_sensitivities(bounds: Any, n: int) -> CovarianceSensitivities:
+    """Sensitivities of Σ(X) = XᵀX/n of clipped data (SPEC_covariance.md §2).
+
+    Examples
+    --------
+    >>> s = covariance_sensitivities(np.array([1.0, 2.0]), 100)
+    >>> s.entry.tolist(), s.diagonal == math.sqrt(2) / 100, s.frobenius == 2 * math.sqrt(2) / 100
+    ([[0.01, 0.04], [0.04, 0.04]], True, True)
+    """
+    b = np.asarray(bounds, dtype=np.float64)
+    d = b.size
+    entry = 2.0 * np.outer(b, b) / n
+    np.fill_diagonal(entry, b * b / n)
+    return CovarianceSensitivities(entry, math.sqrt(d) / n, math.sqrt(2.0) * d / n,
+                                   math.sqrt(2.0) * float(np.sum(b * b)) / n)
+
+
+def _moment_graph(source: DataSource, bounds: np.ndarray, count_clipped: bool) -> Any:
+    return row_block_sum(source.array, clipped_gram, bounds, count_clipped, name="clipped-gram")
+
+
+def clipped_second_moment(X: Any, *, bounds: Any) -> xr.DataArray:
+    """The exact (non-private) Σ(X) = XᵀX/n of ``X`` clipped to [−B_j, B_j].
+
+    The target of :func:`dp_covariance`, for checks and benchmarks. **This is not a private
+    release.**
+
+    Examples
+    --------
+    >>> clipped_second_moment(np.array([[2.0, 0.0], [0.0, 1.0]]), bounds=1).values.tolist()
+    [[0.5, 0.0], [0.0, 0.5]]
+    """
+    source = as_data(X, owner="clipped_second_moment", min_rows=1)
+    b = parse_bounds(bounds, source.variables, "clipped_second_moment")
+    (parts,) = compute(_moment_graph(source, b, False))
+    names = list(source.variables)
+    return xr.DataArray(
+        parts[0] / source.n, dims=("variable", "variable_"),
+        coords={"variable": names, "variable_": names}, name="second_moment",
+        attrs={"private": 0, "description": "NOT PRIVATE: exact second moment of clipped data"},
+    )
+
+
+@dataclass
+class CovarianceEstimate:
+    """A released covariance in raw units, before it is wrapped as a result."""
+
+    covariance: np.ndarray
+    measured: np.ndarray
+    weights: np.ndarray
+    measurements: np.ndarray
+    ledger: list[SpendRecord]
+    info: dict[str, Any] = field(default_factory=dict)
+    mean: np.ndarray | None = None
+    mean_weights: np.ndarray | None = None
+
+
+def _parse_control(method: str, control: Any) -> Any:
+    if method == "pace_ggm":
+        return as_control(control, _OWNER)
+    if method == "ssp":
+        if control is None:
+            return {"psd": True}
+        if isinstance(control, Mapping) and set(control) <= {"psd"}:
+            return {"psd": parse_bool(control.get("psd", True), "control['psd']", _OWNER)}
+        raise bad_param("control", _OWNER, "None or {'psd': bool} for method 'ssp'", control)
+    if control is not None:
+        raise bad_param("control", _OWNER, "None for method 'diagonal'", control)
+    return None
+
+
+def release_covariance(
+    sigma: np.ndarray,
+    *,
+    n: int,
+    bounds: np.ndarray,
+    rho: float,
+    method: str,
+    control: Any,
+    rng: Any,
+    mean: np.ndarray | None = None,
+) -> CovarianceEstimate:
+    """Run ``method`` on the exact statistic ``sigma`` = Σ(X) (raw units, clipped data).
+
+    Driver-side core of :func:`dp_covariance` (validated inputs; ``rng`` a Generator). Exposed
+    so that benchmarks can reuse one exact statistic across repetitions. ``mean`` holds the
+    column means of the clipped data, needed only by PACE-GGM with ``mean="measure"``.
+    """
+    scale = np.outer(bounds, bounds)
+    tilde = sigma / scale
+    d = tilde.shape[0]
+    sens = covariance_sensitivities(bounds, n)
+    info: dict[str, Any] = {"method": method}
+    if method == "pace_ggm":
+        fit = run_pace_ggm(tilde, n=n, rho=rho, control=control, rng=rng,
+                           mean=None if mean is None else mean / bounds)
+        weights = fit.weights
+        measured = weights > 0
+        info.update(rounds=fit.rounds, anneals=fit.anneals, solver=control.solver,
+                    solver_seconds=fit.solver_seconds, solver_iterations=fit.solver_iterations,
+                    solver_converged=fit.solver_converged)
+        estimate = CovarianceEstimate(
+            fit.covariance * scale, measured, np.where(measured, weights / scale**2, 0.0),
+            np.where(measured, fit.measurements * scale, np.nan), fit.ledger,
+            _measured_info(info, measured),
+        )
+        if fit.mean_measurements is not None and fit.mean_weights is not None:
+            estimate.mean = fit.mean_measurements * bounds
+            estimate.mean_weights = fit.mean_weights / bounds**2
+        return estimate
+    if method == "ssp":
+        rel = gaussian_zcdp_symmetric(tilde, sensitivity=sens.frobenius, rho=rho, rng=rng,
+                                      component="ssp")
+        noisy = rel.value.copy()
+        np.fill_diagonal(noisy, np.clip(np.diag(noisy), 0.0, 1.0))
+        estimate = psd_project(noisy) if control["psd"] else noisy
+        sd = np.full((d, d), rel.record.scale / math.sqrt(2.0))
+        np.fill_diagonal(sd, rel.record.scale)
+        measured = np.ones((d, d), dtype=bool)
+        info["psd"] = control["psd"]
+        return CovarianceEstimate(estimate * scale, measured, 1.0 / (sd * scale) ** 2,
+                                  rel.value * scale, [rel.record], _measured_info(info, measured))
+    rel = gaussian_zcdp(np.diag(tilde), sensitivity=sens.diagonal, rho=rho, rng=rng,
+                        component="diagonal", note="all d diagonal entries")
+    estimate = np.diag(np.clip(rel.value, 0.0, 1.0))
+    measured = np.eye(d, dtype=bool)
+    y = np.full((d, d), np.nan)
+    np.fill_diagonal(y, rel.value)
+    weights = np.where(measured, 1.0 / rel.record.scale**2, 0.0)
+    return CovarianceEstimate(estimate * scale, measured, weights / scale**2, y * scale,
+                              [rel.record], _measured_info(info, measured))
+
+
+def _measured_info(info: dict[str, Any], measured: np.ndarray) -> dict[str, Any]:
+    d = measured.shape[0]
+    pairs = d * (d - 1) // 2
+    count = int(np.count_nonzero(np.triu(measured, 1)))
+    info.update(measured_offdiagonal=count, offdiagonal_pairs=pairs,
+                measured_fraction=count / pairs if pairs else 0.0)
+    return info
+
+
+def dp_covariance(
+    X: Any,
+    *,
+    rho: float | None = None,
+    eps: float | None = None,
+    delta: float | None = None,
+    bounds: Any,
+    method: Literal["pace_ggm", "ssp", "diagonal"] = "pace_ggm",
+    control: PaceGGMControl | Mapping[str, Any] | None = None,
+    rng: Any = None,
+    report_clipping: bool = False,
+) -> CovarianceResult:
+    """Differentially private second-moment (covariance) matrix Σ(X) = XᵀX/n under ρ-zCDP.
+
+    Data are clipped to the public bounds [−B_j, B_j] inside the data pass; the release
+    approximates Σ of the clipped data. Centre the data with public constants beforehand if
+    a centred covariance is wanted. ``n`` and the variable names are public.
+
+    Parameters
+    ----------
+    X
+        Observations in rows: NumPy array, pandas DataFrame, dask array, xarray DataArray, or a
+        path/URL to a Zarr array or group. Values must be finite.
+    rho
+        Total budget in ρ-zCDP (positive, finite).
+    eps, delta
+        Alternatively an (ε, δ)-DP budget, converted to the largest ρ with
+        ρ + 2·√(ρ·ln(1/δ)) ≤ ε (Bun & Steinke 2016, Prop. 1.3). Give either ``rho`` or both.
+    bounds
+        Required public bounds: a scalar B (|x_j| ≤ B for all j), one B_j per variable, or a
+        mapping from variable name to B_j. Never derived from the data.
+    method
+        ``"pace_ggm"`` (default), ``"ssp"`` or ``"diagonal"``; see the module docstring.
+    control
+        For ``"pace_ggm"``: a :func:`~dppca_dask.pace_ggm_control` object or a dict of its
+        arguments. For ``"ssp"``: ``None`` or ``{"psd": bool}``. For ``"diagonal"``: ``None``.
+    rng
+        ``None`` (fresh OS entropy), an int seed or a :class:`numpy.random.Generator`. A seeded
+        release is marked as such; the seed is never stored.
+    report_clipping
+        Also store how many values per variable exceeded the bounds. **Not private.**
+
+    Returns
+    -------
+    CovarianceResult
+        ``.covariance`` (variable × variable_), ``.measured``, ``.weights``, ``.ledger``.
+
+    Raises
+    ------
+    BudgetError
+        For a missing, conflicting or out-of-range budget.
+    ParameterError
+        For bad bounds, method or control.
+
+    Examples
+    --------
+    >>> X = np.random.default_rng(0).uniform(-1, 1, size=(500, 4))
+    >>> fit = dp_covariance(X, rho=1.0, bounds=1.0, rng=1)
+    >>> fit.covariance.shape, bool(np.all(np.linalg.eigvalsh(fit.covariance.values) > 0))
+    ((4, 4), True)
+    >>> print(fit)  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+    Differentially Private Covariance (PACE-GGM)
+    Data: 500 observations x 4 variables
+    Measured: ... of 6 off-diagonal entries (...%) in ... rounds
+    Total privacy budget: rho = 1 (zCDP)
+    Bounds: |x_j| <= 1 (public)
+    """
+    plan = resolve_zcdp(rho=rho, eps=eps, delta=delta, owner=_OWNER)
+    method = parse_choice(method, "method", _OWNER, METHODS)  # type: ignore[assignment]
+    parsed_control = _parse_control(method, control)
+    report_clipping = parse_bool(report_clipping, "report_clipping", _OWNER)
+    state = as_rng(rng, owner=_OWNER)
+    source = as_data(X, owner=_OWNER, min_rows=1)
+    b = parse_bounds(bounds, source.variables)
+    return _fit_covariance(source, plan, bounds=b, method=method, control=parsed_control,
+                           rng_state=state, report_clipping=report_clipping)
+
+
+def _allocations(method: str, rho: float, control: Any, d: int) -> tuple[tuple[str, float], ...]:
+    if method == "pace_ggm":
+        shares = initial_shares(control, d)
+        rounds = 1.0 - shares["diagonal"] - shares["mean"]
+        parts = {"diagonal": shares["diagonal"], "mean": shares["mean"], "rounds": rounds}
+        return tuple((name, share * rho) for name, share in parts.items() if share > 0)
+    return ((method, rho),)
+
+
+def _fit_covariance(
+    source: DataSource,
+    plan: ZCDPPlan,
+    *,
+    bounds: np.ndarray,
+    method: str,
+    control: Any,
+    rng_state: Any,
+    report_clipping: bool,
+) -> CovarianceResult:
+    """Run the covariance release on a validated source (shared with the CLI runner)."""
+    if source.n < 1:
+        raise ParameterError("dp_covariance needs at least one row.")
+    plan = plan.with_allocations(_allocations(method, plan.rho, control, source.p))
+    (parts,) = compute(_moment_graph(source, bounds, report_clipping))
+    gram, sums, clipped = parts
+    estimate = release_covariance(gram / source.n, n=source.n, bounds=bounds, rho=plan.rho,
+                                  method=method, control=control, rng=rng_state.generator,
+                                  mean=sums / source.n)
+    control_dict = control.to_dict() if isinstance(control, PaceGGMControl) else control
+    return build_covariance_result(
+        estimate, variables=source.variables, n=source.n, bounds=bounds, plan=plan,
+        control=control_dict, seeded=rng_state.seeded,
+        clipped=clipped if report_clipping else None,
+    )

@@ -1,0 +1,117 @@
+"""Work statistics of the data passes of a run: one record per computation.
+
+Every data pass of every estimator goes through :func:`dppca_dask.graph.compute.compute` (the
+single computation point). :func:`record_passes` wraps whatever that point currently routes to
+(the in-process scheduler, or a distributed client attached by :mod:`dppca_dask.pipeline.cluster`) and
+records, for each call, what was computed (the graph's output names), how many tasks its graph
+had and how long it took. Each computation reads the input once, so the number of records is
+the number of reads of the input. Nothing here sees data values.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dask.utils import key_split
+
+from dppca_dask.graph import compute as graph
+
+__all__ = ["PassRecord", "record_passes"]
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    """One computation: its position, what it computed (readable names of the statistics, or the
+    graph's output names), its graph's task count and wall time."""
+
+    index: int
+    outputs: tuple[str, ...]
+    tasks: int
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["outputs"] = list(self.outputs)
+        return out
+
+
+_KNOWN = {  # task names (kernel functions) -> what the pass computes, in report order
+    "unit": "Kendall pair sums",
+    "moments_block": "covariance moments (non-private reference)",
+    "score_sums": "scree: score sums (empirical centre)",
+    "radius_stats": "scree centre: radius counts and clipped sums",
+    "clipped_sums": "scree clipped: clipped sums",
+    "signed_counts": "scree pmwm: cut-off counts",
+    "winsor_sums": "scree pmwm: winsorized sums",
+    "m2_counts": "scree huber: m2 histogram counts",
+    "huber_sums": "scree huber: gradient sums",
+    "center_counts": "score frame: centre counts",
+    "radius_counts": "score frame: radius counts",
+    "bin_counts": "score histogram: cell counts",
+    "project": "observed scores (non-private reference)",
+}
+
+
+def _name(obj: Any) -> str:
+    key = getattr(obj, "key", None) or getattr(obj, "name", None)
+    if key is None:
+        keys = obj.__dask_keys__() if hasattr(obj, "__dask_keys__") else None
+        while isinstance(keys, list) and keys:
+            keys = keys[0]
+        key = keys
+    return key_split(key) if key is not None else type(obj).__name__
+
+
+def _describe(names: set[str], fallback: str) -> list[str]:
+    known = [text for name, text in _KNOWN.items() if name in names]
+    return list(dict.fromkeys(known)) or [fallback]
+
+
+def _tasks(objs: tuple[Any, ...]) -> int:
+    keys: set[Any] = set()
+    for obj in objs:
+        if hasattr(obj, "__dask_graph__"):
+            keys.update(obj.__dask_graph__().keys())
+    return len(keys)
+
+
+def _graph_names(obj: Any) -> set[str]:
+    if not hasattr(obj, "__dask_graph__"):
+        return set()
+    return {key_split(k) for k in obj.__dask_graph__()}
+
+
+@contextmanager
+def record_passes() -> Iterator[list[PassRecord]]:
+    """Record every :func:`~dppca_dask.graph.compute.compute` call made inside the block.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> with record_passes() as passes:
+    ...     _ = graph.compute(da.ones((10, 2), chunks=5).sum())
+    >>> len(passes), passes[0].outputs
+    (1, ('sum-aggregate',))
+    """
+    previous = graph._COMPUTE.get()
+    log: list[PassRecord] = []
+
+    def timed(*objs: Any) -> tuple[Any, ...]:
+        outputs = tuple(dict.fromkeys(d for o in objs
+                                      for d in _describe(_graph_names(o), _name(o))))
+        tasks = _tasks(objs)
+        start = time.perf_counter()
+        if previous is not None:
+            out = previous(*objs)
+        else:
+            with graph.use_compute(None):  # type: ignore[arg-type]  # the default path
+                out = graph.compute(*objs)
+        log.append(PassRecord(len(log) + 1, outputs, tasks, time.perf_counter() - start))
+        return out
+
+    with graph.use_compute(timed):
+        yield log

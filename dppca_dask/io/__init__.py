@@ -1,0 +1,1 @@
+"""Inputs: adapters (as_data), the Zarr chunk guard, dataset identity, convert, demo data."""

@@ -1,0 +1,205 @@
+"""The grid, the bin-count pass and the private histograms of ``dp_score`` (SPEC_dppca.md §6.5–6.7).
+
+* bins: ``(m_x, m_y)`` given, or the historical rule m = round((n/ln n)^{1/3}) on both axes from
+  the public n ("J"; "W" is round(n^{1/4}));
+* breaks: ``linspace`` over the released frame; a value's bin is clamp(#{breaks < v}, 1, m), so
+  points outside the frame fall into the edge bins;
+* one Dask pass returns the (per-group) cell counts; all noise is drawn afterwards on the driver:
+  "add" (:func:`~dppca_dask.privacy.mechanisms.gaussian_histogram`) and "sparse"
+  (:func:`~dppca_dask.privacy.mechanisms.stability_histogram`), each with the full histogram allocation,
+  group by group in level order, add before sparse. Groups are disjoint, so the per-group releases
+  compose in parallel: one ledger record per method covers all groups.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from dppca_dask._validation import bad_param
+from dppca_dask.errors import BudgetError, InputError
+from dppca_dask.graph.passes import row_block_sum
+from dppca_dask.kernels.scores import bin_counts
+from dppca_dask.pca.frame import Frame
+from dppca_dask.privacy.accounting import SpendRecord
+from dppca_dask.privacy.budget import PrivacyBudget
+from dppca_dask.privacy.mechanisms import gaussian_histogram, stability_histogram
+
+__all__ = [
+    "BIN_RULES",
+    "HISTOGRAM_METHODS",
+    "HistogramRelease",
+    "bin_count_pass",
+    "default_bins",
+    "frame_breaks",
+    "parse_bins",
+    "parse_methods",
+    "release_histograms",
+]
+
+HISTOGRAM_METHODS = ("add", "sparse")
+BIN_RULES = ("J", "W")
+BINS_RULE = "a pair (m_x, m_y) of positive ints, one positive int, or None (the default rule)"
+
+
+def default_bins(n: int, rule: str = "J") -> int:
+    """The historical number-of-bins rule (SPEC §6.5) for public n ≥ 2.
+
+    "J": round((n / ln n)^{1/3}); "W": round(n^{1/4}); round half to even; at least 1.
+
+    Examples
+    --------
+    >>> [default_bins(n) for n in (100, 300, 1000, 5000, 32561)]
+    [3, 4, 5, 8, 15]
+    >>> [default_bins(n, "W") for n in (100, 300, 1000, 5000, 32561)]
+    [3, 4, 6, 8, 13]
+    """
+    if rule == "J":
+        value = (n / math.log(n)) ** (1.0 / 3.0)
+    elif rule == "W":
+        value = n ** 0.25
+    else:
+        raise bad_param("rule", "default_bins", "a str among {'J', 'W'}", rule)
+    return max(1, round(value))
+
+
+MAX_BINS = 4096
+"""Largest number of bins per axis (16.7 M cells in all): guards memory, far past any plot."""
+
+
+def parse_bins(bins: Any, n: int, owner: str) -> tuple[int, int]:
+    """``(m_x, m_y)`` from ``bins``: None → the "J" rule on both axes; an int → both axes."""
+    if bins is None:
+        m = default_bins(n)
+        return m, m
+    if isinstance(bins, str | bool | np.bool_):
+        raise bad_param("bins", owner, BINS_RULE, bins)
+    values = [bins] if np.ndim(bins) == 0 else list(np.asarray(bins, dtype=object).ravel())
+    if np.ndim(bins) > 1 or len(values) not in (1, 2):
+        raise bad_param("bins", owner, BINS_RULE, bins)
+    parsed = []
+    for v in values:
+        ok = isinstance(v, int | np.integer | float | np.floating) and not isinstance(
+            v, bool | np.bool_)
+        if not ok or not math.isfinite(float(v)) or not float(v).is_integer() or v < 1:
+            raise bad_param("bins", owner, BINS_RULE, bins)
+        if v > MAX_BINS:
+            raise bad_param("bins", owner, f"{BINS_RULE} (at most {MAX_BINS} per axis)", bins)
+        parsed.append(int(v))
+    return (parsed[0], parsed[0]) if len(parsed) == 1 else (parsed[0], parsed[1])
+
+
+def frame_breaks(frame: Frame, bins: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """``linspace`` breaks over the frame: m_x + 1 on x, m_y + 1 on y."""
+    return (np.linspace(*frame.xlim, bins[0] + 1), np.linspace(*frame.ylim, bins[1] + 1))
+
+
+def bin_count_pass(
+    x: da.Array,
+    directions: np.ndarray,
+    x_breaks: np.ndarray,
+    y_breaks: np.ndarray,
+    codes: np.ndarray | None = None,
+    n_groups: int = 0,
+) -> Any:
+    """Lazy cell counts, shape (max(n_groups, 1), m_y, m_x) (a Dask delayed; compute it once).
+
+    With groups, the 0-based codes travel as an extra last column chunked like the rows of ``x``.
+    """
+    if codes is None or n_groups == 0:
+        return row_block_sum(x, bin_counts, directions, x_breaks, y_breaks, 0,
+                             name="score-bin-counts")
+    labels = da.from_array(np.asarray(codes, dtype=np.float64)[:, None],
+                           chunks=(x.chunks[0], (1,)))
+    augmented = da.concatenate([x, labels], axis=1)
+    return row_block_sum(augmented, bin_counts, directions, x_breaks, y_breaks, n_groups,
+                         name="score-bin-counts")
+
+
+@dataclass(frozen=True)
+class HistogramRelease:
+    """Released probabilities (method, group, m_y, m_x), released totals and records."""
+
+    methods: tuple[str, ...]
+    probability: np.ndarray
+    total: np.ndarray  # (method, group): Σĉ (add) or n_g·Σq (sparse) before normalising
+    records: tuple[SpendRecord, ...]
+
+
+def _parallel(records: Sequence[SpendRecord], groups: int) -> SpendRecord:
+    """One record for a method run on ``groups`` disjoint groups (parallel composition)."""
+    first = records[0]
+    if groups <= 1:
+        return first
+    return replace(
+        first, draws=sum(r.draws for r in records),
+        note=f"{first.note}; {groups} disjoint groups, parallel composition "
+             "(each group gets the full allocation)",
+    )
+
+
+def release_histograms(
+    counts: np.ndarray,
+    sizes: np.ndarray,
+    *,
+    methods: Sequence[str],
+    budget: PrivacyBudget,
+    calibration: str,
+    rng: Any,
+    levels: Sequence[str] | None = None,
+) -> HistogramRelease:
+    """Run "add" and/or "sparse" on each group's counts (G, m_y, m_x) in level order (SPEC §6.6–6.7).
+
+    ``sizes`` are the group sizes n_g (the sparse scale and threshold use them). Raises
+    :class:`BudgetError` when an add histogram is all zero after noise and clipping; an all-zero
+    sparse histogram is released as zeros (sampling it warns).
+    """
+    counts = np.asarray(counts)
+    groups = counts.shape[0]
+    methods = tuple(m for m in HISTOGRAM_METHODS if m in methods)
+    prob = np.zeros((len(methods), *counts.shape), dtype=np.float64)
+    total = np.zeros((len(methods), groups), dtype=np.float64)
+    per_method: dict[str, list[SpendRecord]] = {m: [] for m in methods}
+    for g in range(groups):
+        n_g = int(sizes[g])
+        prefix = f"Group {levels[g]!r}: " if levels is not None else ""
+        if n_g < 1:
+            raise InputError(f"{prefix}Each histogram must contain at least one observation.")
+        for i, method in enumerate(methods):
+            if method == "add":
+                rel = gaussian_histogram(counts[g], budget=budget, calibration=calibration,
+                                         rng=rng, component="score", label="add histogram")
+                mass = float(rel.value.sum())
+                if not mass > 0:
+                    raise BudgetError(
+                        f"{prefix}all privatized bin counts are zero after Gaussian noise and "
+                        "clipping. Try a larger `eps` or fewer bins.")
+                total[i, g] = mass
+                prob[i, g] = rel.value / mass
+            else:
+                rel = stability_histogram(counts[g], n=n_g, budget=budget, rng=rng,
+                                          component="score", label="sparse histogram")
+                mass = float(rel.value.sum())
+                total[i, g] = mass * n_g
+                prob[i, g] = rel.value / mass if mass > 0 else 0.0
+            per_method[method].append(rel.record)
+    records = tuple(_parallel(per_method[m], groups) for m in methods)
+    return HistogramRelease(methods, prob, total, records)
+
+
+def parse_methods(method: Any, owner: str) -> tuple[str, ...]:
+    """Histogram methods, a str or a sequence drawn from {"add", "sparse"} (canonical order)."""
+    rule = "a str or a non-empty sequence of str among {'add', 'sparse'}"
+    items = [method] if isinstance(method, str) else method
+    if not isinstance(items, Sequence | np.ndarray) or isinstance(items, bytes) or len(items) == 0:
+        raise bad_param("method", owner, rule, method)
+    for m in items:
+        if not isinstance(m, str) or m not in HISTOGRAM_METHODS:
+            raise bad_param("method", owner, rule, method)
+    return tuple(m for m in HISTOGRAM_METHODS if m in items)
+

@@ -1,0 +1,331 @@
+"""Private PC directions: ``dp_loading`` and the exact spherical Kendall matrix.
+
+Follows ``seeds/dp_loading.txt`` and SPEC_dppca.md §4. Stages, in order:
+
+1. resolve the budget and calibrate the noise from public quantities (n, p, ε, δ) -- before any
+   data pass, so a refused budget never touches data;
+2. one Dask computation: the Kendall pair sum (and, when ``non_private``, the covariance moments);
+3. on the driver: the Gaussian mechanism with Frobenius sensitivity 4/n on K̂
+   (:func:`~dppca_dask.privacy.mechanisms.gaussian_symmetric_matrix`), then eigenvectors ordered by the
+   noisy eigenvalues (post-processing).
+
+``pairs="blocks"`` replaces the O(n²) U-statistic by the incomplete U-statistic over the pairs
+within consecutive groups of at most ``pair_block`` rows (:func:`~dppca_dask.graph.compute.
+pair_groups`; the rule looks at n only): O(n·b·p) work, sensitivity 2·max_g(b_g − 1)/P with P
+the number of within-group pairs (= 4/n for equal groups); derivation in
+docs/design/kendall_blocks_sensitivity.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+
+from dppca_dask._validation import parse_bool, parse_choice, parse_int
+from dppca_dask.errors import InputError
+from dppca_dask.graph.compute import (
+    DEFAULT_PAIR_BLOCK,
+    compute,
+    kendall_sum,
+    moments,
+    pair_groups,
+)
+from dppca_dask.io.data import DataSource, as_data
+from dppca_dask.pca.postprocess import align_signs, ordered_eigh
+from dppca_dask.privacy.accounting import CALIBRATIONS
+from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
+from dppca_dask.privacy.mechanisms import gaussian_symmetric_matrix
+from dppca_dask.results.base import LoadingResult, build_loading_result
+from dppca_dask.rng import as_rng
+
+__all__ = ["PAIRS", "SENSITIVITIES", "dp_loading", "kendall_sensitivity", "spherical_kendall"]
+
+PAIRS = ("all", "blocks")
+
+
+SENSITIVITIES: tuple[str, ...] = ("seed", "tight")
+"""Per-pair-term bounds: ``"seed"`` 2 (the R package's 4/n), ``"tight"`` √2 (2√2/n)."""
+
+
+def kendall_sensitivity(
+    n: int,
+    *,
+    pairs: str = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
+    bound: str = "seed",
+) -> float:
+    """Frobenius sensitivity of K̂ under replace-one adjacency.
+
+    Replacing one row changes only the pair terms u uᵀ that involve it; each changes by at most
+    2 in Frobenius norm (``bound="seed"``, the R package's bound) or, since
+    ‖uuᵀ − vvᵀ‖²_F = 2 − 2(uᵀv)² ≤ 2 for unit vectors, by at most √2 (``bound="tight"``;
+    docs/design/kendall_sensitivity.md). The figures below are for the seed bound; the tight
+    bound multiplies them by 1/√2.
+
+    ``pairs="all"``: 4/n (seed; SPEC §4.3). ``pairs="blocks"``: 2·max_g(b_g − 1)/P over the
+    groups of :func:`~dppca_dask.graph.compute.pair_groups`, P = Σ_g b_g(b_g − 1)/2; one row
+    moves only the b_g − 1 pair terms of its group, each by at most 2 in Frobenius norm. Equals
+    4/n when the groups are equal and is never below it (docs/design/
+    kendall_blocks_sensitivity.md).
+
+    Examples
+    --------
+    >>> kendall_sensitivity(100), kendall_sensitivity(100, pairs="blocks", pair_block=25)
+    (0.04, 0.04)
+    >>> round(kendall_sensitivity(10, pairs="blocks", pair_block=4), 6)  # groups 4, 3, 3
+    0.5
+    """
+    term = 2.0 if bound == "seed" else math.sqrt(2.0)
+    if pairs == "all":
+        return 2.0 * term / n
+    sizes = pair_groups(n, pair_block)
+    total = sum(s * (s - 1) // 2 for s in sizes)
+    return term * (max(sizes) - 1) / total
+
+
+def _parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[str, int]:
+    pairs = parse_choice(pairs, "pairs", owner, PAIRS)
+    pair_block = parse_int(pair_block, "pair_block", owner, low=2)
+    return pairs, pair_block
+
+
+def _kendall_from_parts(parts: tuple[np.ndarray, int], expected: int) -> np.ndarray:
+    total, count = parts
+    if count != expected:  # an internal invariant of the tiling, not a user error
+        raise RuntimeError(f"Kendall pass counted {count} pairs, expected {expected}.")
+    k = total / count
+    return (k + k.T) / 2.0
+
+
+def spherical_kendall(
+    X: Any,
+    *,
+    cpp_option: bool = True,
+    block_rows: int | None = None,
+    pairs: Literal["all", "blocks"] = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
+) -> xr.DataArray:
+    """The exact (non-private) spherical Kendall matrix K̂ = 2/(n(n−1)) Σ_{i<j} u_ij u_ijᵀ.
+
+    ``u_ij = (x_j − x_i)/‖x_j − x_i‖``. K̂ is symmetric positive semi-definite with trace 1 and is
+    invariant to translating, positively scaling or reordering the rows. Its eigenvectors are
+    robust (non-private) PC directions. **This is not a private release.**
+
+    Parameters
+    ----------
+    X
+        Data with observations in rows: NumPy array, pandas DataFrame, dask array, xarray
+        DataArray, or a path/URL to a Zarr array or group.
+    cpp_option
+        ``True`` (default): the tiled BLAS-3 kernel; ``False``: the plain reference kernel.
+    block_rows
+        Rows per block of the tiling (default :data:`~dppca_dask.graph.compute.DEFAULT_BLOCK_ROWS`).
+    pairs
+        ``"all"`` (default): every pair. ``"blocks"``: only the pairs within consecutive groups of
+        at most ``pair_block`` rows (an incomplete U-statistic, linear in n; it also has trace 1).
+    pair_block
+        Maximum group size for ``pairs="blocks"``.
+
+    Returns
+    -------
+    xarray.DataArray
+        Dims ``(variable, variable_)`` with the variable names as coordinates.
+
+    Raises
+    ------
+    DuplicateObservationError
+        If two observations coincide (SPEC_dppca.md §4.2).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> k = spherical_kendall(rng.normal(size=(100, 3)))
+    >>> round(float(np.trace(k)), 12)
+    1.0
+    """
+    cpp_option = parse_bool(cpp_option, "cpp_option", "spherical_kendall")
+    pairs, pair_block = _parse_pairs(pairs, pair_block, "spherical_kendall")
+    source = as_data(X, owner="spherical_kendall")
+    graph, layout = kendall_sum(
+        source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
+        reread="auto" if source.origin == "zarr" else False,
+    )
+    (parts,) = compute(graph)
+    k = _kendall_from_parts(parts, layout.n_pairs)
+    names = list(source.variables)
+    return xr.DataArray(
+        k,
+        dims=("variable", "variable_"),
+        coords={"variable": names, "variable_": names},
+        name="spherical_kendall",
+        attrs={"private": 0, "description": "exact spherical Kendall matrix (not private)"},
+    )
+
+
+def dp_loading(
+    X: Any,
+    *,
+    privacy: Any,
+    cpp_option: bool = True,
+    non_private: bool = False,
+    calibration: Literal["classical", "analytic"] = "classical",
+    rng: Any = None,
+    block_rows: int | None = None,
+    pairs: Literal["all", "blocks"] = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
+    sensitivity: Literal["seed", "tight"] = "seed",
+) -> LoadingResult:
+    """Estimate differentially private PC directions from a noisy spherical Kendall matrix.
+
+    The private directions are the eigenvectors of K̂ + E, ordered by decreasing noisy eigenvalue,
+    where E is symmetric Gaussian noise with standard deviation σ on the diagonal and σ/√2 off it,
+    σ = 4·sqrt(2 ln(1.25/δ))/(nε) under the classical calibration (Frobenius sensitivity 4/n under
+    fixed-size replace-one adjacency). The classical calibration has a standard sufficient
+    guarantee for 0 < ε < 1; larger ε needs an additional calibration check, which is not
+    performed -- ``calibration="analytic"`` (Balle & Wang 2018) is valid for every ε and adds less
+    noise. Data schema and n are public; duplicate observations are rejected (this check is not
+    privatised).
+
+    Parameters
+    ----------
+    X
+        Observations in rows: NumPy array, pandas DataFrame (non-numeric columns dropped with a
+        warning), dask array, xarray DataArray, or a path/URL to a Zarr array or group. Values must
+        be finite; at least two rows and one column.
+    privacy
+        A :func:`~dppca_dask.privacy_control` object allocating budget to loading alone: total
+        eps/delta (all of it goes to loading) or an absolute loading budget.
+    cpp_option
+        ``True`` (default): the tiled BLAS-3 Kendall kernel; ``False``: the reference kernel.
+    non_private
+        Also store ordinary covariance PC directions, sign-aligned to the private ones. This
+        reference is **not** private.
+    calibration
+        ``"classical"`` (default, the seed's formula) or ``"analytic"``.
+    rng
+        ``None`` (fresh OS entropy), an int seed, or a :class:`numpy.random.Generator`. A seeded
+        release is marked as such; the seed is never stored.
+    block_rows
+        Rows per block of the distributed Kendall pass.
+    pairs
+        ``"all"`` (default): the full U-statistic over all n(n−1)/2 pairs, O(n²·p) work.
+        ``"blocks"``: for data too large for O(n²): the rows are split by position (never by
+        value) into consecutive groups of at most ``pair_block`` rows and only within-group pairs
+        are averaged -- an incomplete U-statistic with O(n·pair_block·p) work. The noise is
+        calibrated to its sensitivity 2·max_g(b_g − 1)/P (P within-group pairs; 4/n for equal
+        groups), derived in docs/design/kendall_blocks_sensitivity.md. Row order should not
+        carry structure the groups could pick up (shuffle once with public randomness if it
+        does); the release is private either way.
+    pair_block
+        Maximum rows per group for ``pairs="blocks"`` (at least 2; default 4096).
+    sensitivity
+        ``"seed"`` (default, for fidelity with the R package): Frobenius sensitivity 4/n.
+        ``"tight"``: 2√2/n, from ‖uuᵀ − vvᵀ‖_F ≤ √2 for unit vectors -- the same guarantee with
+        1/√2 of the noise (proof: docs/design/kendall_sensitivity.md).
+
+    Returns
+    -------
+    LoadingResult
+        ``.directions`` (variable × component, PC1..PCp), ``.nonprivate``, ``.metadata``.
+
+    Examples
+    --------
+    >>> from dppca_dask import privacy_control
+    >>> X = np.random.default_rng(1).normal(size=(50, 3))
+    >>> fit = dp_loading(X, privacy=privacy_control(eps=0.5, delta=1e-3), rng=2)
+    >>> fit.directions.shape
+    (3, 3)
+    >>> print(fit)  # doctest: +NORMALIZE_WHITESPACE
+    Differentially Private PC Directions
+    Data: 50 observations x 3 variables
+    Components: 3 PC directions
+    Total privacy budget: eps = 0.5 ; delta = 0.001
+    Non-private reference: not stored
+    """
+    owner = "dp_loading"
+    cpp_option = parse_bool(cpp_option, "cpp_option", owner)
+    non_private = parse_bool(non_private, "non_private", owner)
+    calibration = parse_choice(calibration, "calibration", owner, CALIBRATIONS)  # type: ignore[assignment]
+    pairs, pair_block = _parse_pairs(pairs, pair_block, owner)  # type: ignore[assignment]
+    sensitivity = parse_choice(sensitivity, "sensitivity", owner, SENSITIVITIES)  # type: ignore[assignment]
+    plan = resolve_budget(privacy, owner=owner)
+    state = as_rng(rng, owner=owner)
+    source = as_data(X, owner=owner)
+    return _fit_loading(
+        source, plan, calibration=calibration, cpp_option=cpp_option, non_private=non_private,
+        rng_state=state, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
+        sensitivity=sensitivity,
+    )
+
+
+def _fit_loading(
+    source: DataSource,
+    plan: BudgetPlan,
+    *,
+    calibration: str,
+    cpp_option: bool,
+    non_private: bool,
+    rng_state: Any,
+    block_rows: int | None,
+    pairs: str = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
+    sensitivity: str = "seed",
+) -> LoadingResult:
+    """Run the loading stage on a validated source (shared with dp_pca and the CLI)."""
+    budget = plan.spend("loading")
+    bound = sensitivity
+    sensitivity_value = kendall_sensitivity(source.n, pairs=pairs, pair_block=pair_block,
+                                            bound=bound)
+    graph, layout = kendall_sum(
+        source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
+        reread="auto" if source.origin == "zarr" else False,
+    )
+    lazy = [graph, moments(source.array)] if non_private else [graph]
+    computed = compute(*lazy)
+    k = _kendall_from_parts(computed[0], layout.n_pairs)
+    release = gaussian_symmetric_matrix(
+        k, sensitivity=sensitivity_value, budget=budget, calibration=calibration,
+        rng=rng_state.generator, component="loading",
+    )
+    if bound == "tight":
+        release = dataclasses.replace(release, record=dataclasses.replace(
+            release.record, note=f"{release.record.note}; sensitivity='tight': sqrt(2) per "
+            "pair term (docs/design/kendall_sensitivity.md)"))
+    if pairs == "blocks":
+        sizes = layout.block_sizes
+        note = (
+            f"{release.record.note}; pairs='blocks': {len(sizes)} groups of consecutive rows "
+            f"({min(sizes)} to {max(sizes)} rows, pair_block={pair_block}), "
+            f"{layout.n_pairs} within-group pairs P, sensitivity 2*(max group size - 1)/P "
+            "(docs/design/kendall_blocks_sensitivity.md)"
+        )
+        release = dataclasses.replace(
+            release, record=dataclasses.replace(release.record, note=note)
+        )
+    _, directions = ordered_eigh(release.value)
+    reference = None
+    if non_private:
+        n, _, m2 = computed[1]
+        if n < 2:
+            raise InputError("The non-private covariance reference needs at least two rows.")
+        _, basis = ordered_eigh(m2 / (n - 1))
+        reference = align_signs(basis, directions)
+    return build_loading_result(
+        directions=directions,
+        nonprivate=reference,
+        variables=source.variables,
+        n=source.n,
+        plan=plan,
+        ledger=(release.record,),
+        calibration=calibration,
+        seeded=rng_state.seeded,
+        extra={
+            "cpp_option": cpp_option, "pairs": pairs, "pair_block": pair_block,
+            "sensitivity": bound,
+            "kendall_layout": layout.as_dict(),
+        },
+    )

@@ -1,0 +1,354 @@
+"""Private PCA end to end: ``dp_pca`` (SPEC_dppca.md §8; seeds/privacy_control.txt).
+
+One budget, shared directions: the loading release is made once (or a supplied ``V_dp`` is
+recorded as a prior release) and both the scree and the score stages use it.
+
+Stages, in order:
+
+1. validate every argument and resolve the budget for {loading, scree, score} (equal thirds when
+   the split is implicit; an explicit split or absolute budgets must name exactly those three).
+   Everything that can be checked from public quantities (n, p, k, axes, bins, methods,
+   controls) is checked here, so a plan that does not fit is refused **before any data pass**;
+2. the loading stage (:func:`~dppca_dask.pca.loading._fit_loading`): one Kendall pass, its noise;
+3. the scree stage (:func:`~dppca_dask.pca.scree._fit_scree`) and the score stage (the steps of
+   :func:`~dppca_dask.pca.score._score_steps`) **together**: each round of the scree stage computes
+   the score stage's next pass in the same Dask computation (:class:`SharedBackend`), so the
+   two stages share every read of the input.
+
+Number of reads of the input (Dask computations)::
+
+    reads = [1, unless V_dp is given] + max(R_scree, R_score)
+
+with R_score = 3 (frame centre counts, frame radius counts, cell counts; 2 with
+``frame="smooth"``) and R_scree = C + M: C = 2 for the private centre (1 empirical, 0 public
+constants) and M the largest over the requested methods of clipped 1, pmwm 2, huber 1 + T. The
+default (clipped, private centre) reads the input **4 times** (3 with ``V_dp``). Non-private
+references ride along existing passes and add none.
+
+Order of random draws: the loading noise; then, round by round, the score stage's draws for the
+pass just computed, then the scree stage's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+
+from dppca_dask._validation import parse_bool, parse_choice, parse_int
+from dppca_dask.errors import InputError, ParameterError
+from dppca_dask.graph.compute import compute
+from dppca_dask.graph.scree_passes import DaskBackend
+from dppca_dask.graph.steps import Steps
+from dppca_dask.io.data import DataSource, as_data
+from dppca_dask.pca.frame import FRAME_METHODS
+from dppca_dask.pca.histograms import parse_bins
+from dppca_dask.pca.histograms import parse_methods as parse_score_methods
+from dppca_dask.pca.loading import SENSITIVITIES, _fit_loading
+from dppca_dask.pca.score import _parse_directions, _score_steps, parse_axes
+from dppca_dask.pca.scree import DEFAULT_MAX_K, _fit_scree, _parse_center
+from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
+from dppca_dask.pca.scree_controls import resolve_controls
+from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
+from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
+from dppca_dask.results.base import LoadingResult, _freeze, _labels, base_metadata
+from dppca_dask.results.pca import PCAResult, build_pca_result
+from dppca_dask.rng import RngState, as_rng
+
+__all__ = ["SharedBackend", "dp_pca", "expected_reads"]
+
+_OWNER = "dp_pca"
+_SCREE_ROUNDS = {"clipped": 1, "pmwm": 2}
+_CENTER_ROUNDS = {"private": 2, "empirical": 1}
+
+
+def expected_reads(*, scree_methods: Sequence[str], center: Any = "private",
+                   huber_steps: int = 0, frame: str = "durfee", v_dp: bool = False) -> int:
+    """The documented number of reads of the input of one ``dp_pca`` fit (module docstring).
+
+    ``huber_steps`` is T of the Huber method (when requested).
+
+    Examples
+    --------
+    >>> expected_reads(scree_methods=["clipped"])
+    4
+    >>> expected_reads(scree_methods=["clipped", "pmwm"], v_dp=True)
+    4
+    >>> expected_reads(scree_methods=["huber"], huber_steps=9)
+    13
+    """
+    c = _CENTER_ROUNDS.get(center, 0) if isinstance(center, str) else 0
+    m = max(_SCREE_ROUNDS.get(name, 1 + huber_steps) for name in scree_methods)
+    return (0 if v_dp else 1) + max(c + m, 3 if frame == "durfee" else 2)
+
+
+class SharedBackend(DaskBackend):
+    """The scree stage's backend that also runs a side stage's passes (steps) in its rounds.
+
+    Each :meth:`run` computes the scree requests, the side stage's pending pass and any extras
+    in ONE computation, then sends the side stage its values (it draws its noise and yields its
+    next pass). :meth:`finish` runs what is left of the side stage after the scree stage ends.
+    """
+
+    def __init__(self, x: Any, directions: np.ndarray, side: Steps) -> None:
+        super().__init__(x, directions)
+        self._side = side
+        self._pending: tuple[Any, ...] | None = None
+        self.side_result: Any = None
+        self._advance(None)
+
+    def _advance(self, values: tuple[Any, ...] | None) -> None:
+        try:
+            self._pending = next(self._side) if values is None else self._side.send(values)
+        except StopIteration as stop:
+            self._pending = None
+            self.side_result = stop.value
+
+    def run(self, requests: Sequence[Any], extras: Sequence[Any] = ()) -> tuple[list, list]:
+        graphs = [self._graph(r) for r in requests]
+        side = self._pending or ()
+        out = compute(*graphs, *side, *extras)
+        self.passes += 1
+        a, b = len(graphs), len(graphs) + len(side)
+        if side:
+            self._advance(tuple(out[a:b]))
+        return list(out[:a]), list(out[b:])
+
+    def finish(self) -> Any:
+        """Run the side stage's remaining passes alone; return its result."""
+        while self._pending is not None:
+            values = compute(*self._pending)
+            self.passes += 1
+            self._advance(tuple(values))
+        return self.side_result
+
+
+def _supplied_loading(v: np.ndarray, source: DataSource, plan: BudgetPlan, calibration: str,
+                      seeded: bool, record: SpendRecord) -> LoadingResult:
+    """A loading part for supplied directions (p × k'): recorded as a prior release."""
+    comps = [f"PC{j + 1}" for j in range(v.shape[1])]
+    meta = base_metadata(kind="loading", n=source.n, p=source.p, plan=plan, ledger=(record,),
+                         calibration=calibration, seeded=seeded, non_private=False,
+                         extra={"v_dp_supplied": True})
+    ds = xr.Dataset(
+        {"directions": (("variable", "component"), v,
+                        {"private": 1, "description": "supplied private PC directions (V_dp, "
+                         "an earlier release)"})},
+        coords={"variable": _labels(source.variables), "component": _labels(comps)},
+        attrs={"title": "dppca_dask: differentially private PC directions (supplied)",
+               "dppca_kind": "loading", "dppca_metadata": json.dumps(meta)})
+    return LoadingResult(_freeze(ds))
+
+
+def dp_pca(
+    X: Any,
+    *,
+    privacy: Any,
+    k: int | None = None,
+    scree_method: str | Sequence[str] = "clipped",
+    scree_control: Any = None,
+    bins: int | Sequence[int] | None = None,
+    score_method: str | Sequence[str] = ("add",),
+    axes: Sequence[int] = (1, 2),
+    group: Any = None,
+    V_dp: Any = None,
+    mono: bool = True,
+    cpp_option: bool = True,
+    non_private: bool = False,
+    calibration: Literal["classical", "analytic"] = "classical",
+    rng: Any = None,
+    center: Any = "private",
+    frame: Literal["durfee", "smooth"] = "durfee",
+    block_rows: int | None = None,
+    sensitivity: Literal["seed", "tight"] = "seed",
+) -> PCAResult:
+    """Differentially private PCA: directions, scree values/PVE and score histograms at once.
+
+    The budget covers three components (SPEC §2): ``loading`` (the noisy spherical Kendall
+    directions, released once and shared), ``scree`` (:func:`~dppca_dask.dp_scree` on the shared
+    directions) and ``score`` (:func:`~dppca_dask.dp_score`: 35 % of its ε on the private frame,
+    65 % and all of its δ on the histograms). Without an explicit split the total is divided into
+    equal thirds. Each requested scree or histogram method gets its component's full allocation
+    (releasing several needs composition). The input is read a small, fixed number of times: 4
+    by default (see :func:`expected_reads` and the module docstring).
+
+    Parameters
+    ----------
+    X
+        Observations in rows (NumPy, pandas, dask, xarray, or a Zarr path/URL); at least two
+        rows and two numeric columns, finite values.
+    privacy
+        A :func:`~dppca_dask.privacy_control` for {loading, scree, score}.
+    k
+        Scree components, 1 ≤ k ≤ p (default min(p, 10); all columns of a supplied matrix).
+    scree_method, scree_control
+        ``"clipped"``, ``"pmwm"``, ``"huber"`` or several, and their controls (see
+        :func:`~dppca_dask.dp_scree`; the data-scale parameters are required).
+    bins, score_method, axes, group
+        The score histograms (see :func:`~dppca_dask.dp_score`).
+    V_dp
+        Earlier private directions (a :class:`~dppca_dask.LoadingResult` or a p × k' matrix);
+        the loading allocation then records that release and is not spent again (nor given to
+        scree or score).
+    mono
+        Monotone (PAVA) post-processing of the scree values.
+    cpp_option
+        Kendall kernel of the loading stage.
+    non_private
+        Also store the non-private references of every part (NOT private).
+    calibration
+        ``"classical"`` (default) or ``"analytic"`` Gaussian calibration.
+    sensitivity
+        Bound used for the loading (Kendall) noise: ``"seed"`` (4/n, default) or ``"tight"``
+        (2√2/n); see :func:`~dppca_dask.dp_loading`.
+    rng
+        ``None``, an int seed or a Generator; the seed is never stored.
+    center
+        Centring of the scree scores (see :func:`~dppca_dask.dp_scree`).
+    frame
+        The score frame (see :func:`~dppca_dask.dp_score`).
+    block_rows
+        Rows per block of the Kendall tiling.
+
+    Returns
+    -------
+    PCAResult
+        ``.loading``, ``.scree``, ``.score``, ``.ledger`` (every mechanism call once),
+        ``.plot()``, ``.summary()``, ``.to_zarr()`` (one store).
+
+    Raises
+    ------
+    BudgetError
+        The budget does not name exactly loading, scree and score (explicit split or absolute),
+        the frame radius is not positive, or an add histogram is all zero.
+    ParameterError, InputError
+        Bad arguments, caught before any data pass.
+
+    Examples
+    --------
+    >>> from dppca_dask import clipped_control, privacy_control
+    >>> X = np.random.default_rng(0).normal(size=(400, 4)) * [3.0, 2.0, 1.0, 0.5]
+    >>> fit = dp_pca(X, privacy=privacy_control(eps=6, delta=1e-4), k=3, bins=5,
+    ...              scree_control=clipped_control(C_clip=40), rng=1)
+    >>> fit.scree.pve.shape, fit.score.probability.shape
+    ((1, 3), (1, 5, 5))
+    >>> round(fit.metadata["ledger_total"]["eps"], 12), fit.metadata["passes"]
+    (6.0, 4)
+    """
+    scree_methods = parse_scree_methods(scree_method, _OWNER)
+    controls = resolve_controls(scree_methods, scree_control, owner=_OWNER)
+    hist_methods = parse_score_methods(score_method, _OWNER)
+    axes = parse_axes(axes, _OWNER)
+    if bins is not None:
+        parse_bins(bins, 2, _OWNER)
+    mono = parse_bool(mono, "mono", _OWNER)
+    cpp_option = parse_bool(cpp_option, "cpp_option", _OWNER)
+    non_private = parse_bool(non_private, "non_private", _OWNER)
+    calibration = parse_choice(calibration, "calibration", _OWNER, CALIBRATIONS)  # type: ignore[assignment]
+    frame = parse_choice(frame, "frame", _OWNER, FRAME_METHODS)  # type: ignore[assignment]
+    centering = _parse_center(center)
+    sensitivity = parse_choice(sensitivity, "sensitivity", _OWNER, SENSITIVITIES)  # type: ignore[assignment]
+    plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
+    state = as_rng(rng, owner=_OWNER)
+    source = as_data(X, owner=_OWNER, min_cols=2, group=group)
+    return _fit_pca(source, plan, k=k, scree_methods=scree_methods, controls=controls,
+                    bins=bins, hist_methods=hist_methods, axes=axes, V_dp=V_dp, mono=mono,
+                    cpp_option=cpp_option, non_private=non_private, calibration=calibration,
+                    rng_state=state, center=centering, frame=frame, block_rows=block_rows,
+                    sensitivity=sensitivity)
+
+
+def _fit_pca(
+    source: DataSource,
+    plan: BudgetPlan,
+    *,
+    k: int | None,
+    scree_methods: tuple[str, ...],
+    controls: dict[str, Any],
+    bins: Any,
+    hist_methods: tuple[str, ...],
+    axes: tuple[int, int],
+    V_dp: Any,
+    mono: bool,
+    cpp_option: bool,
+    non_private: bool,
+    calibration: str,
+    rng_state: RngState,
+    center: Any,
+    frame: str,
+    block_rows: int | None = None,
+    sensitivity: str = "seed",
+) -> PCAResult:
+    """Run dp_pca on a validated source (shared with the CLI's ``pca`` task)."""
+    n, p = source.n, source.p
+    if p < 2:
+        raise InputError(f"The 'X' parameter of {_OWNER} must have at least two columns. "
+                         f"Got {p} instead.")
+    supplied = _parse_directions(V_dp, source, _OWNER) if V_dp is not None else None
+    width = p if supplied is None else supplied.shape[1]
+    axes = parse_axes(axes, _OWNER, width)
+    m_bins = parse_bins(bins, n, _OWNER)
+    if k is None:
+        k = width if supplied is not None and not isinstance(V_dp, LoadingResult) \
+            else min(width, DEFAULT_MAX_K)
+    k = parse_int(k, "k", _OWNER, low=1, high=width)
+    if "huber" in scree_methods and n < 4:
+        raise ParameterError(f"Method 'huber' of {_OWNER} needs at least 4 observations. "
+                             f"Got n = {n} instead.")
+    if isinstance(center, np.ndarray) and center.size not in (1, p):
+        raise ParameterError(f"The 'center' parameter of {_OWNER} must be a number or {p} "
+                             f"constants (one per variable). Got {center.size} values instead.")
+    plan.spend("scree"), plan.spend("score")  # both must be spendable (never prior)
+
+    passes = 0
+    loading_budget = plan["loading"]
+    if supplied is None:
+        loading = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
+                               sensitivity=sensitivity,
+                               non_private=non_private, rng_state=rng_state,
+                               block_rows=block_rows)
+        passes += 1
+        v = np.asarray(loading.directions.values, dtype=np.float64)
+        shared = SpendRecord(component="loading", mechanism="shared directions",
+                             eps=loading_budget.eps, delta=loading_budget.delta, status="prior",
+                             note="directions released by the loading part of this dp_pca fit; "
+                                  "recorded, not spent again")
+    else:
+        v = supplied
+        shared = SpendRecord(component="loading", mechanism="supplied V_dp",
+                             eps=loading_budget.eps, delta=loading_budget.delta, status="prior",
+                             note="directions released earlier; recorded, not spent again")
+        loading = _supplied_loading(v, source, plan, calibration, rng_state.seeded, shared)
+
+    score_steps = _score_steps(
+        source, plan, v, (shared,), axes=axes, m_bins=m_bins, methods=hist_methods,
+        frame=frame, non_private=non_private, calibration=calibration, rng_state=rng_state,
+        extra={"cpp_option": cpp_option, "v_dp_supplied": supplied is not None,
+               "shared_directions": "dp_pca"})
+    backend = SharedBackend(source.array, v[:, :k], score_steps)
+    scree = _fit_scree(source, plan, methods=scree_methods, controls=controls, k=k,
+                       V_dp=loading if supplied is None else v, mono=mono,
+                       cpp_option=cpp_option, non_private=non_private,
+                       calibration=calibration, rng_state=rng_state, center=center,
+                       block_rows=block_rows, backend=backend)
+    score = backend.finish()
+    passes += backend.passes
+
+    ledger = [*loading.ledger,
+              *(r for r in scree.ledger if r.status == "spent"),
+              *(r for r in score.ledger if r.status == "spent")]
+    meta = base_metadata(
+        kind="pca", n=n, p=p, plan=plan, ledger=ledger, calibration=calibration,
+        seeded=rng_state.seeded, non_private=non_private,
+        extra={"k": k, "scree_methods": list(scree_methods), "score_methods":
+               list(hist_methods), "axes": list(axes), "bins": list(m_bins),
+               "v_dp_supplied": supplied is not None, "cpp_option": cpp_option,
+               "passes": passes, "draw_order": "loading; then per round: score, then scree"})
+    root = xr.Dataset(attrs={"title": "dppca_dask: differentially private PCA (loading, scree "
+                                      "and score parts)",
+                             "dppca_kind": "pca", "dppca_metadata": json.dumps(meta)})
+    return build_pca_result(root, {"loading": loading.dataset, "scree": scree.dataset,
+                                   "score": score.dataset})

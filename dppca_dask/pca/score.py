@@ -1,0 +1,409 @@
+"""Private PC score summaries: ``dp_score`` (SPEC_dppca.md §6).
+
+Stages, in order:
+
+1. validate every argument and resolve the budget (loading + score) before any data pass; with a
+   supplied ``V_dp`` the loading allocation is recorded as a prior release, not spent;
+2. directions: the loading stage (:func:`~dppca_dask.pca.loading._fit_loading`, one Kendall pass and
+   its noise) or ``V_dp``; columns ``axes`` give the score coordinates s_i = (x_iᵀv_a, x_iᵀv_b)
+   (raw projections, no centring: the private frame locates the centre);
+3. the private frame (:mod:`dppca_dask.pca.frame`) with 35 % of the score ε;
+4. one pass for the (per-group) cell counts on the frame's grid, then on the driver the "add"
+   and/or "sparse" histograms (:mod:`dppca_dask.pca.histograms`) with 65 % of the score ε and all of
+   its δ, each method with the full allocation; groups by parallel composition.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from dppca_dask._validation import bad_param, parse_bool, parse_choice
+from dppca_dask.errors import InputError
+from dppca_dask.graph.steps import Steps, run_steps
+from dppca_dask.io.data import DataSource, as_data
+from dppca_dask.pca.frame import (
+    FRAME_METHODS,
+    INFLATE,
+    Frame,
+    durfee_frame_steps,
+    score_array,
+    smooth_frame,
+)
+from dppca_dask.pca.histograms import (
+    bin_count_pass,
+    frame_breaks,
+    parse_bins,
+    parse_methods,
+    release_histograms,
+)
+from dppca_dask.pca.loading import SENSITIVITIES, LoadingResult, _fit_loading
+from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
+from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
+from dppca_dask.results.base import _freeze, _labels, base_metadata
+from dppca_dask.results.score import ScoreResult
+from dppca_dask.rng import RngState, as_rng
+
+__all__ = ["FRAME_SHARE", "dp_score", "parse_axes"]
+
+FRAME_SHARE = 0.35
+"""Share of the score ε spent on the private frame; the histogram gets the rest and all of δ."""
+
+_AXES_RULE = "a pair (a, b) of two different positive ints"
+
+
+def parse_axes(axes: Any, owner: str, limit: int | None = None) -> tuple[int, int]:
+    """Validate ``axes`` (1-based, two different components, at most ``limit``)."""
+    items = list(axes) if isinstance(axes, Sequence | np.ndarray) and not isinstance(
+        axes, str) else None
+    if items is None or len(items) != 2:
+        raise bad_param("axes", owner, _AXES_RULE, axes)
+    out = []
+    for v in items:
+        if (isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer | float)
+                or not float(v).is_integer() or v < 1):
+            raise bad_param("axes", owner, "a pair of positive ints (1-based component numbers)",
+                            axes)
+        out.append(int(v))
+    if out[0] == out[1]:
+        raise bad_param("axes", owner, "a pair of two different components", axes)
+    if limit is not None and max(out) > limit:
+        raise bad_param("axes", owner, f"a pair of ints not exceeding the number of directions "
+                        f"({limit})", axes)
+    return out[0], out[1]
+
+
+def _parse_directions(V_dp: Any, source: DataSource, owner: str) -> np.ndarray:
+    rule = (f"a {source.p} x k matrix of PC directions (a LoadingResult, DataArray or array with "
+            "one row per variable and finite values)")
+    names = None
+    if isinstance(V_dp, LoadingResult):
+        V_dp = V_dp.directions
+    if isinstance(V_dp, xr.DataArray):
+        if "variable" in V_dp.coords:
+            names = [str(v) for v in V_dp["variable"].values]
+        V_dp = V_dp.values
+    try:
+        v = np.asarray(V_dp, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise bad_param("V_dp", owner, rule, type(V_dp).__name__) from None
+    if v.ndim != 2 or v.shape[0] != source.p or not np.isfinite(v).all():
+        raise bad_param("V_dp", owner, rule, f"an array of shape {v.shape}")
+    if names is not None and tuple(names) != source.variables:
+        raise bad_param("V_dp", owner, "directions for the variables of X, in the same order",
+                        names)
+    return v
+
+
+def _directions(
+    source: DataSource, plan: BudgetPlan, V_dp: Any, *, calibration: str, cpp_option: bool,
+    state: RngState, block_rows: int | None, sensitivity: str = "seed",
+) -> tuple[np.ndarray, tuple[SpendRecord, ...]]:
+    if V_dp is not None:
+        prior = plan["loading"]
+        record = SpendRecord(component="loading", mechanism="supplied V_dp", eps=prior.eps,
+                             delta=prior.delta, status="prior",
+                             note="directions released earlier; recorded, not spent again")
+        return V_dp, (record,)
+    fit = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
+                       non_private=False, rng_state=state, block_rows=block_rows,
+                       sensitivity=sensitivity)
+    return np.asarray(fit.directions.values), fit.ledger
+
+
+def dp_score(
+    X: Any,
+    *,
+    privacy: Any,
+    axes: Sequence[int] = (1, 2),
+    bins: int | Sequence[int] | None = None,
+    method: str | Sequence[str] = ("add",),
+    group: Any = None,
+    V_dp: Any = None,
+    frame: Literal["durfee", "smooth"] = "durfee",
+    cpp_option: bool = True,
+    non_private: bool = False,
+    calibration: Literal["classical", "analytic"] = "classical",
+    rng: Any = None,
+    block_rows: int | None = None,
+    sensitivity: Literal["seed", "tight"] = "seed",
+) -> ScoreResult:
+    """Differentially private 2-D histograms of PC scores inside a private frame.
+
+    The scores of each row on two private directions are binned on a grid over a privately
+    released frame, and the cell counts are released with Gaussian ("add") or stability-based
+    Laplace ("sparse") noise. Budget: the loading allocation for the directions (unless ``V_dp``
+    is given), and the score allocation split 35 % of ε to the frame and 65 % of ε plus all of δ
+    to the histogram; each histogram method gets the full histogram allocation (releasing several
+    needs composition), and each group gets it too (the groups are disjoint: parallel
+    composition). n, the schema and (grouped) the group sizes are treated as public.
+
+    Parameters
+    ----------
+    X
+        Observations in rows (as for :func:`~dppca_dask.dp_loading`); at least two rows and two
+        numeric columns.
+    privacy
+        A :func:`~dppca_dask.privacy_control` with loading and score budgets (total eps/delta are
+        split 50/50 when no split is given).
+    axes
+        The two 1-based components to plot, e.g. ``(1, 2)``.
+    bins
+        ``(m_x, m_y)``, one int for both, or ``None``: round((n/ln n)^{1/3}) on each axis.
+    method
+        ``"add"``, ``"sparse"`` or both (always released in that order).
+    group
+        A column of ``X`` (data-frame column, Zarr/Dataset variable) or labels of length n. The
+        frame and grid are shared; histograms are released per group (levels sorted, as R's ``factor``
+        does: the order of first appearance would reveal the group of row 0), each normalised
+        on its own.
+    V_dp
+        Earlier private directions (p × k, e.g. a :class:`~dppca_dask.LoadingResult`); the loading
+        allocation then only records that release.
+    frame
+        ``"durfee"`` (default; pure ε-DP per-axis Durfee median and 0.995 radius, rectangular,
+        inflated by 0.2; two count passes) or ``"smooth"`` (legacy v0.1.0 square frame from
+        smooth-sensitivity quantiles; collects the n × 2 scores on the driver). The smooth frame
+        needs δ: it takes 35 % of the score δ as well as 35 % of ε, and the histogram gets the
+        remaining 65 % of δ.
+    cpp_option
+        Loading stage kernel (see :func:`~dppca_dask.dp_loading`).
+    non_private
+        Also store the observed cell proportions on the same grid and the observed scores. These
+        references are **not** private.
+    calibration
+        Gaussian calibration of the loading noise and the add histogram: ``"classical"`` or
+        ``"analytic"``.
+    sensitivity
+        Bound used for the loading (Kendall) noise: ``"seed"`` (4/n, default) or ``"tight"``
+        (2√2/n); see :func:`~dppca_dask.dp_loading`.
+    rng
+        ``None``, an int seed, or a generator; the seed is never stored.
+    block_rows
+        Rows per block of the loading stage's Kendall tiling.
+
+    Returns
+    -------
+    ScoreResult
+        ``.probability`` (method, [group,] y_bin, x_bin), ``.frame``, ``.ledger``, ``.plot()``,
+        ``.sample()``.
+
+    Raises
+    ------
+    BudgetError
+        If the budget does not cover loading and score, the frame radius is not positive, or an
+        add histogram is all zero after noise.
+
+    Examples
+    --------
+    >>> from dppca_dask import privacy_control
+    >>> X = np.random.default_rng(0).normal(size=(400, 3)) * [3.0, 1.0, 0.5]
+    >>> fit = dp_score(X, privacy=privacy_control(eps=4, delta=1e-4), bins=(6, 5), rng=1)
+    >>> fit.probability.dims, fit.probability.shape
+    (('method', 'y_bin', 'x_bin'), (1, 5, 6))
+    >>> round(float(fit.probability.sum()), 12)
+    1.0
+    """
+    owner = "dp_score"
+    cpp_option = parse_bool(cpp_option, "cpp_option", owner)
+    non_private = parse_bool(non_private, "non_private", owner)
+    calibration = parse_choice(calibration, "calibration", owner, CALIBRATIONS)  # type: ignore[assignment]
+    frame = parse_choice(frame, "frame", owner, FRAME_METHODS)  # type: ignore[assignment]
+    methods = parse_methods(method, owner)
+    axes = parse_axes(axes, owner)
+    if bins is not None:
+        parse_bins(bins, 2, owner)
+    sensitivity = parse_choice(sensitivity, "sensitivity", owner, SENSITIVITIES)  # type: ignore[assignment]
+    plan = resolve_budget(privacy, owner=owner, prior=("loading",) if V_dp is not None else ())
+    state = as_rng(rng, owner=owner)
+    source = as_data(X, owner=owner, min_cols=2, group=group)
+    return _fit_score(source, plan, axes=axes, bins=bins, methods=methods, V_dp=V_dp,
+                      frame=frame, cpp_option=cpp_option, non_private=non_private,
+                      calibration=calibration, rng_state=state, block_rows=block_rows,
+                      sensitivity=sensitivity)
+
+
+def _fit_score(
+    source: DataSource,
+    plan: BudgetPlan,
+    *,
+    axes: tuple[int, int],
+    bins: Any,
+    methods: tuple[str, ...],
+    V_dp: Any,
+    frame: str,
+    cpp_option: bool,
+    non_private: bool,
+    calibration: str,
+    rng_state: RngState,
+    block_rows: int | None,
+    sensitivity: str = "seed",
+) -> ScoreResult:
+    """Run dp_score on a validated source (shared with the CLI's ``score`` task)."""
+    owner = "dp_score"
+    if source.p < 2:
+        raise InputError(f"The 'X' parameter of {owner} must have at least two columns. "
+                         f"Got {source.p} instead.")
+    state = rng_state
+    directions = _parse_directions(V_dp, source, owner) if V_dp is not None else None
+    axes = parse_axes(axes, owner, source.p if directions is None else directions.shape[1])
+    m_bins = parse_bins(bins, source.n, owner)
+    v, records = _directions(source, plan, directions, calibration=calibration,
+                             cpp_option=cpp_option, state=state, block_rows=block_rows,
+                             sensitivity=sensitivity)
+    return run_steps(_score_steps(
+        source, plan, v, records, axes=axes, m_bins=m_bins, methods=methods, frame=frame,
+        non_private=non_private, calibration=calibration, rng_state=state,
+        extra={"cpp_option": cpp_option, "v_dp_supplied": V_dp is not None}))
+
+
+def _score_steps(
+    source: DataSource,
+    plan: BudgetPlan,
+    v: np.ndarray,
+    records: Sequence[SpendRecord],
+    *,
+    axes: tuple[int, int],
+    m_bins: tuple[int, int],
+    methods: tuple[str, ...],
+    frame: str,
+    non_private: bool,
+    calibration: str,
+    rng_state: RngState,
+    extra: dict[str, Any],
+) -> Steps:
+    """The score stage after the directions, as steps (:mod:`dppca_dask.graph.steps`): the frame's
+    passes, then the cell counts; returns the :class:`ScoreResult` (``records``: the directions'
+    ledger entries)."""
+    state = rng_state
+    levels, codes, sizes = None, None, np.array([source.n])
+    if source.groups is not None:
+        codes, uniques = pd.factorize(source.groups, sort=True)  # order: public, not row 0's
+        levels = [str(u) for u in uniques]
+        sizes = np.bincount(codes, minlength=len(levels))
+
+    score_budget = plan.spend("score")
+    frame_delta = FRAME_SHARE * score_budget.delta if frame == "smooth" else 0.0
+    hist_budget = PrivacyBudget((1 - FRAME_SHARE) * score_budget.eps,
+                                score_budget.delta - frame_delta)
+    v2 = np.ascontiguousarray(v[:, [axes[0] - 1, axes[1] - 1]])
+    labels = (f"PC{axes[0]}", f"PC{axes[1]}")
+
+    observed = None
+    if frame == "durfee":
+        fr, frame_records = yield from durfee_frame_steps(
+            source.array, v2, n=source.n, eps=FRAME_SHARE * score_budget.eps,
+            rng=state.generator, labels=labels)
+    else:
+        (observed,) = yield (score_array(source.array, v2),)
+        fr, frame_records = smooth_frame(
+            observed, budget=PrivacyBudget(FRAME_SHARE * score_budget.eps, frame_delta),
+            rng=state.generator, labels=labels)
+    x_breaks, y_breaks = frame_breaks(fr, m_bins)
+    lazy = [bin_count_pass(source.array, v2, x_breaks, y_breaks, codes,
+                           0 if levels is None else len(levels))]
+    if non_private and observed is None:
+        lazy.append(score_array(source.array, v2))
+    computed = yield tuple(lazy)
+    counts = np.asarray(computed[0])
+    if non_private and observed is None:
+        observed = np.asarray(computed[1])
+    if int(counts.sum()) != source.n:  # an internal invariant of the pass
+        raise RuntimeError(f"The bin-count pass counted {int(counts.sum())} rows, not {source.n}.")
+    hist = release_histograms(counts, sizes, methods=methods, budget=hist_budget,
+                              calibration=calibration, rng=state.generator, levels=levels)
+    ledger = (*records, *frame_records, *hist.records)
+    return _build_result(
+        source=source, plan=plan, ledger=ledger, frame=fr, x_breaks=x_breaks, y_breaks=y_breaks,
+        hist=hist, counts=counts, sizes=sizes, levels=levels, codes=codes, directions=v2,
+        labels=labels, axes=axes, bins=m_bins, observed=observed if non_private else None,
+        calibration=calibration, seeded=state.seeded,
+        extra={**extra,
+               "score_split": {"frame_eps": FRAME_SHARE * score_budget.eps,
+                               "frame_delta": frame_delta, "hist_eps": hist_budget.eps,
+                               "hist_delta": hist_budget.delta}},
+    )
+
+
+def _private(description: str) -> dict[str, Any]:
+    return {"private": 1, "description": description}
+
+
+def _reference(description: str) -> dict[str, Any]:
+    return {"private": 0, "description": "NOT PRIVATE: " + description}
+
+
+def _build_result(
+    *, source: DataSource, plan: BudgetPlan, ledger: Sequence[SpendRecord], frame: Frame,
+    x_breaks: np.ndarray, y_breaks: np.ndarray, hist: Any, counts: np.ndarray,
+    sizes: np.ndarray, levels: list[str] | None, codes: np.ndarray | None,
+    directions: np.ndarray, labels: tuple[str, str], axes: tuple[int, int],
+    bins: tuple[int, int], observed: np.ndarray | None, calibration: str, seeded: bool,
+    extra: dict[str, Any],
+) -> ScoreResult:
+    grouped = levels is not None
+    cells = ("y_bin", "x_bin")
+    gdims = ("group",) if grouped else ()
+    prob = hist.probability if grouped else hist.probability[:, 0]
+    total = hist.total if grouped else hist.total[:, 0]
+    coords: dict[str, Any] = {
+        "method": _labels(hist.methods),
+        "x_bin": np.arange(bins[0]), "y_bin": np.arange(bins[1]),
+        **{f"{a}_{side}": (f"{a}_bin", edges, _private(f"{side} {a} edge of each bin (from the "
+                                                       "private frame)"))
+           for a, br in (("x", x_breaks), ("y", y_breaks))
+           for side, edges in (("lower", br[:-1]), ("upper", br[1:]))},
+        "axis": _labels(["x", "y"]), "axis_label": ("axis", _labels(labels)),
+        "variable": _labels(source.variables),
+    }
+    if grouped:
+        coords["group"] = _labels(levels)
+    data_vars: dict[str, Any] = {
+        "probability": (("method", *gdims, *cells), prob,
+                        _private("released cell probabilities (each histogram sums to 1; a "
+                                 "sparse histogram may be all zero)")),
+        "released_total": (("method", *gdims), total,
+                           _private("released mass before normalising (add: sum of noisy "
+                                    "counts; sparse: group size times sum of proportions)")),
+        "x_breaks": (("x_edge",), x_breaks, _private("bin edges on the x axis")),
+        "y_breaks": (("y_edge",), y_breaks, _private("bin edges on the y axis")),
+        "frame_center": (("axis",), np.array(frame.center), _private("private frame centre")),
+        "frame_radius": (("axis",), np.array(frame.radius), _private("private frame radius")),
+        "frame_lower": (("axis",), np.array([frame.xlim[0], frame.ylim[0]]),
+                        _private("frame lower limit: centre - (1 + inflate) * radius")),
+        "frame_upper": (("axis",), np.array([frame.xlim[1], frame.ylim[1]]),
+                        _private("frame upper limit: centre + (1 + inflate) * radius")),
+        "directions": (("variable", "axis"), directions,
+                       _private("the two private PC directions used for the scores")),
+    }
+    if grouped:
+        data_vars["group_size"] = (("group",), sizes.astype(np.int64), {
+            "private": 0, "description": "NOT PRIVATE unless group sizes are public: observed "
+            "group sizes (used by the sparse mechanism and 'observed' sampling weights)"})
+    if observed is not None:
+        ref = counts / sizes[:, None, None]
+        data_vars["nonprivate_probability"] = (
+            (*gdims, *cells), ref if grouped else ref[0],
+            _reference("observed cell proportions on the private grid"))
+        data_vars["observed_score"] = (("observation", "axis"), observed,
+                                       _reference("observed scores on the private directions"))
+        if grouped:
+            data_vars["observed_group"] = (("observation",), _labels(np.asarray(levels)[codes]),
+                                           _reference("group label of each observed score"))
+    meta = base_metadata(
+        kind="score", n=source.n, p=source.p, plan=plan, ledger=ledger, calibration=calibration,
+        seeded=seeded, non_private=observed is not None,
+        extra={"axes": list(axes), "labels": list(labels), "bins": list(bins),
+               "methods": list(hist.methods), "frame": frame.method, "inflate": INFLATE,
+               "groups": levels, **extra},
+    )
+    ds = xr.Dataset(data_vars, coords=coords, attrs={
+        "title": "dppca_dask: differentially private PC score histograms",
+        "dppca_kind": "score", "dppca_metadata": json.dumps(meta)})
+    return ScoreResult(_freeze(ds))
+

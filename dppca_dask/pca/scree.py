@@ -1,0 +1,338 @@
+"""Private scree values and PVE: ``dp_scree`` (SPEC_dppca.md §5; seeds/privacy_control.txt).
+
+Stages, in order:
+
+1. validate every argument, resolve the budget (loading + scree) and the controls -- before any
+   data pass, so a refused call never touches data;
+2. directions: the loading release (:func:`~dppca_dask.pca.loading._fit_loading`, its own Kendall
+   pass), or a supplied ``V_dp`` whose loading allocation is recorded as a prior release;
+3. the centre of the scores: private (two passes; docs/design/scree.md), empirical (one pass,
+   R-compatible, outside the guarantee) or public constants (no pass);
+4. the methods, run in lockstep by :func:`~dppca_dask.pca.scree_methods.drive`: every data pass
+   returns small exact aggregates of the scores Y = X·V and the noise is drawn on the driver;
+5. post-processing: the centre-noise correction, the monotone PAVA fit and the PVE.
+
+Budget: ε_ℓ = ε/k and δ_ℓ = δ/k per component (basic composition); each method gets the full scree
+allocation (less the centre's share, which all methods share), so releasing several methods
+together needs composition -- the ledger records every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from dppca_dask._validation import bad_param, parse_bool, parse_choice, parse_int
+from dppca_dask.errors import InputError, ParameterError
+from dppca_dask.graph.compute import moments
+from dppca_dask.graph.scree_passes import DaskBackend
+from dppca_dask.io.data import DataSource, as_data
+from dppca_dask.pca.loading import SENSITIVITIES, _fit_loading
+from dppca_dask.pca.postprocess import monotone_scree, ordered_eigh, scree_to_pve
+from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
+from dppca_dask.pca.scree_methods import (
+    CENTER_SHARE,
+    PROCEDURES,
+    Context,
+    drive,
+    empirical_center,
+    private_center,
+)
+from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
+from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
+from dppca_dask.results.base import LoadingResult
+from dppca_dask.results.scree import ScreeResult, build_scree_result
+from dppca_dask.rng import RngState, as_rng
+
+__all__ = ["DEFAULT_MAX_K", "dp_scree"]
+
+DEFAULT_MAX_K = 10
+"""``k=None`` gives min(p, 10) components (all columns of a supplied V_dp matrix)."""
+_OWNER = "dp_scree"
+
+
+def _parse_center(center: Any) -> str | np.ndarray:
+    rule = ("'private', 'empirical', or finite public constants (a number or one per "
+            "variable)")
+    if isinstance(center, str):
+        return parse_choice(center, "center", _OWNER, ("private", "empirical"))
+    if isinstance(center, bool | np.bool_):  # R's center=TRUE means something else
+        raise bad_param("center", _OWNER, rule, center)
+    try:
+        values = np.asarray(center, dtype=np.float64)
+    except (TypeError, ValueError):
+        values = None
+    if values is None or values.ndim > 1 or not np.isfinite(values).all() or values.size == 0:
+        raise bad_param("center", _OWNER, rule, center)
+    return values
+
+
+def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-component details of single-component runs, joined (lists concatenated)."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            out[key] = out.get(key, []) + value if isinstance(value, list) else value
+    return out
+
+
+def _directions(V_dp: Any, source: DataSource) -> tuple[np.ndarray, str]:
+    """The supplied directions as a p × k' matrix, and how they were given."""
+    if isinstance(V_dp, LoadingResult):
+        names = [str(v) for v in V_dp.directions["variable"].values]
+        if names != list(source.variables):
+            raise InputError(
+                f"The 'V_dp' parameter of {_OWNER} holds directions for the variables "
+                f"{names[:5]}..., but X has {list(source.variables)[:5]}...; they must match.")
+        return np.asarray(V_dp.directions.values, dtype=np.float64), "supplied dp_loading result"
+    try:
+        v = np.asarray(V_dp, dtype=np.float64)
+    except (TypeError, ValueError):
+        v = None
+    if v is not None and v.ndim == 1:
+        v = v[:, None]
+    if v is None or v.ndim != 2 or v.shape[0] != source.p or v.shape[1] < 1:
+        raise bad_param("V_dp", _OWNER, f"a dp_loading result or a {source.p} x k matrix of "
+                        "directions (one row per variable)", getattr(V_dp, "shape", V_dp))
+    if not np.isfinite(v).all():
+        raise bad_param("V_dp", _OWNER, "a matrix of finite directions", "non-finite values")
+    return v, "supplied matrix"
+
+
+def dp_scree(
+    X: Any,
+    *,
+    privacy: Any,
+    k: int | None = None,
+    method: str | Sequence[str] = "clipped",
+    control: Any = None,
+    V_dp: Any = None,
+    mono: bool = True,
+    cpp_option: bool = True,
+    non_private: bool = False,
+    calibration: Literal["classical", "analytic"] = "classical",
+    rng: Any = None,
+    center: Any = "private",
+    sensitivity: Literal["seed", "tight"] = "seed",
+) -> ScreeResult:
+    """Differentially private scree values (variances along private PC directions) and PVE.
+
+    For each of the first k directions v_ℓ, the scores y = Xv_ℓ give w_i = (y_i − c_ℓ)² and
+    λ_ℓ = (n/(n−1))·mean(w); each method privately estimates mean(w) (SPEC_dppca.md §5):
+
+    * ``"clipped"`` -- Gaussian mechanism on mean(min(w, C_clip)), Δ = C_clip/(n−1);
+    * ``"pmwm"`` -- private modified winsorized mean: Durfee quantile cut-offs, then a noisy
+      winsorized mean (Ramsay & Spicker 2025);
+    * ``"huber"`` -- private m₂ histogram, Huber threshold τ, T noisy gradient steps (Yu, Ren &
+      Zhou 2024).
+
+    Each component gets ε/k and δ/k of the method's budget; each requested method gets the full
+    scree allocation (releasing several together needs composition; the ledger records every
+    call). With ``mono`` the values are made non-negative and non-increasing (PAVA); PVE divides
+    by the sum of the k values. The classical Gaussian calibration is proven only for ε < 1;
+    ``calibration="analytic"`` is valid for every ε.
+
+    Parameters
+    ----------
+    X
+        Observations in rows (NumPy, pandas, dask, xarray, or a Zarr path/URL); finite values.
+    privacy
+        A :func:`~dppca_dask.privacy_control` object for {loading, scree}: without a split the
+        total is halved between them.
+    k
+        Number of components, 1 ≤ k ≤ p (≤ columns of a supplied matrix). Default: min(p, 10),
+        or every column of a supplied matrix.
+    method
+        ``"clipped"`` (default), ``"pmwm"``, ``"huber"`` or a list of them (duplicates dropped).
+    control
+        :func:`clipped_control`, :func:`pmwm_control` or :func:`huber_control` (or a dict of their
+        parameters) for one method; for several, a dict keyed by method name. The parameters
+        without defaults are required: they set public data scales.
+    V_dp
+        Earlier private directions: a :class:`~dppca_dask.LoadingResult` or a p × k matrix. The
+        loading allocation then records that prior release and is not spent again.
+    mono
+        Apply the monotone post-processing (default ``True``).
+    cpp_option
+        Kendall kernel of the loading step (``True``: tiled BLAS-3; ``False``: reference).
+    non_private
+        Also store **non-private** references: the covariance eigenvalues and their PVE, and the
+        exact variance along each released direction.
+    calibration
+        ``"classical"`` (default, the package's σ) or ``"analytic"`` (Balle & Wang 2018).
+    sensitivity
+        Bound used for the loading (Kendall) noise: ``"seed"`` (4/n, default) or ``"tight"``
+        (2√2/n); see :func:`~dppca_dask.dp_loading`.
+    rng
+        ``None`` (OS entropy), an int seed or a Generator; the seed is never stored.
+    center
+        ``"private"`` (default): centre the scores on a private estimate of their mean, spending
+        20% of the scree allocation once for all methods (docs/design/scree.md); the expected
+        excess from the centre's noise is removed (it is public). ``"empirical"``: the scores'
+        own mean, as the R package does -- one extreme row moves every w_i, so this is
+        **outside the privacy guarantee** (flagged in the metadata; for R cross-checks). Or
+        public constants: a number or one per variable (the centre of X), never computed from
+        the data; the values are then mean squares about that centre.
+
+    Returns
+    -------
+    ScreeResult
+        ``.scree``/``.pve`` (method × component), ``.nonprivate``, ``.ledger``, ``.plot()``.
+
+    Raises
+    ------
+    ParameterError, BudgetError, InputError
+        Bad arguments, controls or budget; n < 4 with ``"huber"``.
+
+    Examples
+    --------
+    >>> from dppca_dask import clipped_control, privacy_control
+    >>> X = np.random.default_rng(0).normal(size=(500, 4)) * [3.0, 2.0, 1.0, 0.5]
+    >>> fit = dp_scree(X, privacy=privacy_control(eps=4, delta=1e-5), k=2,
+    ...                control=clipped_control(C_clip=40), rng=1)
+    >>> fit.scree.dims, fit.pve.shape
+    (('method', 'component'), (1, 2))
+    >>> bool(fit.scree.values[0, 0] > fit.scree.values[0, 1])
+    True
+    """
+    methods = parse_methods(method, _OWNER)
+    controls = resolve_controls(methods, control, owner=_OWNER)
+    mono = parse_bool(mono, "mono", _OWNER)
+    cpp_option = parse_bool(cpp_option, "cpp_option", _OWNER)
+    non_private = parse_bool(non_private, "non_private", _OWNER)
+    calibration = parse_choice(calibration, "calibration", _OWNER, CALIBRATIONS)  # type: ignore[assignment]
+    centering = _parse_center(center)
+    sensitivity = parse_choice(sensitivity, "sensitivity", _OWNER, SENSITIVITIES)  # type: ignore[assignment]
+    plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
+    state = as_rng(rng, owner=_OWNER)
+    source = as_data(X, owner=_OWNER)
+    return _fit_scree(source, plan, methods=methods, controls=controls, k=k, V_dp=V_dp,
+                      mono=mono, cpp_option=cpp_option, non_private=non_private,
+                      calibration=calibration, rng_state=state, center=centering,
+                      sensitivity=sensitivity)
+
+
+def _fit_scree(
+    source: DataSource,
+    plan: BudgetPlan,
+    *,
+    methods: Sequence[str],
+    controls: dict[str, Any],
+    k: int | None,
+    V_dp: Any,
+    mono: bool,
+    cpp_option: bool,
+    non_private: bool,
+    calibration: str,
+    rng_state: RngState,
+    center: str | np.ndarray,
+    block_rows: int | None = None,
+    lockstep: bool = True,
+    backend: Any = None,
+    sensitivity: str = "seed",
+) -> ScreeResult:
+    """Run dp_scree on a validated source (shared with the CLI task); see :func:`dp_scree`."""
+    n, p = source.n, source.p
+    supplied = None if V_dp is None else _directions(V_dp, source)
+    k_max = p if supplied is None else supplied[0].shape[1]
+    if k is None:
+        matrix = supplied is not None and supplied[1] == "supplied matrix"
+        k = k_max if matrix else min(p, DEFAULT_MAX_K)
+    k = parse_int(k, "k", _OWNER, low=1, high=k_max)
+    if "huber" in methods and n < 4:
+        raise ParameterError(f"Method 'huber' of {_OWNER} needs at least 4 observations "
+                             f"(consecutive pairs for m2). Got n = {n} instead.")
+    if isinstance(center, np.ndarray) and center.size not in (1, p):
+        raise bad_param("center", _OWNER, f"a number or {p} constants (one per variable)",
+                        f"{center.size} values")
+    scree_budget = plan.spend("scree")
+    share = CENTER_SHARE if isinstance(center, str) and center == "private" else 0.0
+    method_budget = scree_budget.scaled(1.0 - share)
+
+    ledger: list[SpendRecord] = []
+    if supplied is None:
+        loading = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
+                               non_private=False, rng_state=rng_state, block_rows=block_rows,
+                               sensitivity=sensitivity)
+        directions, how = loading.directions.values[:, :k], "dp_loading"
+        ledger.extend(loading.ledger)
+    else:
+        directions, how = supplied[0][:, :k], supplied[1]
+        prior = plan["loading"]
+        ledger.append(SpendRecord(component="loading", mechanism="prior release", eps=prior.eps,
+                                  delta=prior.delta, status="prior",
+                                  note=f"V_dp ({how}) supplied: recorded, not spent again"))
+
+    backend = backend or DaskBackend(source.array, directions)
+    ctx = Context(n=n, k=k, calibration=calibration, rng=rng_state.generator, ledger=ledger)
+    extras = [moments(source.array)] if non_private else []
+    correction = 0.0
+    center_details: dict[str, Any] = {}
+    if isinstance(center, np.ndarray):
+        ctx.center = np.broadcast_to(center, (p,)) @ directions
+        mode = "constants"
+    elif center == "empirical":
+        (ctx.center,) = drive([empirical_center(ctx)], backend, extras=extras)
+        mode = "empirical"
+    else:
+        ((ctx.center, center_details),) = drive(
+            [private_center(ctx, scree_budget.scaled(share))], backend, extras=extras)
+        correction = n / (n - 1.0) * center_details["sd"] ** 2
+        mode = "private"
+
+    comps = list(range(k))
+    late = extras if mode == "constants" else None  # otherwise computed with the centre's pass
+    if lockstep:
+        procs = [PROCEDURES[m](ctx, controls[m], method_budget, comps) for m in methods]
+        outcomes = drive(procs, backend, extras=late)
+        raw_list = [values for values, _ in outcomes]
+        details = {m: d for m, (_, d) in zip(methods, outcomes, strict=True)}
+    else:
+        procs = [PROCEDURES[m](ctx, controls[m], method_budget, [c]) for m in methods
+                 for c in comps]
+        flat = drive(procs, backend, lockstep=False, extras=late)
+        raw_list = [np.concatenate([v for v, _ in flat[i * k:(i + 1) * k]])
+                    for i in range(len(methods))]
+        details = {m: _merge([d for _, d in flat[i * k:(i + 1) * k]])
+                   for i, m in enumerate(methods)}
+    raw = np.maximum(np.vstack(raw_list) - correction, 0.0)
+    scree = np.vstack([monotone_scree(r) for r in raw]) if mono else raw
+    pve = np.vstack([scree_to_pve(s) for s in scree])
+
+    reference = None
+    if non_private:
+        n_rows, _, m2 = extras[0]
+        cov = m2 / (n_rows - 1)
+        eig = ordered_eigh(cov)[0][:k]
+        reference = {"scree": eig, "pve": scree_to_pve(eig),
+                     "direction_variance": np.einsum("ij,ik,kj->j", directions, cov, directions)}
+    meta = {
+        "methods": list(methods),
+        "controls": {m: controls[m].to_dict() for m in methods},
+        "k": k,
+        "mono": mono,
+        "directions": how,
+        "cpp_option": cpp_option,
+        "center": mode,
+        "center_share": share,
+        "center_noise_correction": correction,
+        "center_release": center_details,
+        "releases": details,
+        "outside_guarantee": mode == "empirical",
+        "allocations": {
+            "center": scree_budget.scaled(share).as_dict() if share else None,
+            "each_method": method_budget.as_dict(),
+            "per_component": method_budget.scaled(1.0 / k).as_dict(),
+        },
+        "passes": backend.passes,
+        "draw_order": "lockstep" if lockstep else "sequential",
+    }
+    return build_scree_result(
+        methods=methods, scree=scree, scree_raw=raw, pve=pve, directions=directions,
+        variables=source.variables,
+        center=None if mode == "empirical" else np.asarray(ctx.center, dtype=np.float64),
+        center_private=mode == "private", nonprivate=reference, n=n, plan=plan, ledger=ledger,
+        calibration=calibration, seeded=rng_state.seeded, scree_meta=meta,
+    )

@@ -1,0 +1,2 @@
+"""The config-driven pipeline: config models, clusters, the runner, the persistent
+budget ledger, deployment settings and the tasks."""

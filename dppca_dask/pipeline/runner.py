@@ -1,0 +1,325 @@
+"""Config-driven runs: ``plan`` (metadata only) and ``execute`` (one release, written atomically).
+
+Order of a run, each step refusing bad input before the next costs anything:
+
+1. the config is validated (:mod:`dppca_dask.pipeline.config`) and checked against the deployment's
+   settings (:mod:`dppca_dask.pipeline.deployment`: a required ledger, the custodian's ledger path);
+2. the output location is checked: never the input store, inside it or around it, nor around
+   the ledger file (:func:`~dppca_dask.io.identity.check_output_location`, with or without
+   overwrite); no overwrite unless asked;
+3. the budget is resolved and the noise planned from public quantities (n, p, ε, δ);
+4. the input's metadata is read (shape, names; never values);
+5. the spend is reserved in the persistent ledger under the dataset's identity
+   (:mod:`dppca_dask.io.identity`), refusing a run past the cap;
+6. the cluster is opened, the data passes run, noise is drawn once on the driver (through a
+   :class:`DrawTracker` that notes the first draw);
+7. every output is written into a temporary directory that is renamed into place at the end,
+   so a failed run leaves nothing at the final path; the last one is ``report.html``
+   (:mod:`dppca_dask.report.html`: the figures the task wrote, the ledger, the config and the work of
+   each data pass, recorded by :func:`~dppca_dask.graph.passlog.record_passes`);
+8. the ledger reservation is confirmed once the outputs are in place. A failure before the first
+   draw refunds it (``cancel``); a failure after it (fit, outputs, report) keeps it spent
+   (a ``release`` event with ``status="failed"`` naming only the error type).
+
+What each task does is looked up in :data:`dppca_dask.pipeline.tasks.TASKS`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dppca_dask._rformat import format_r_scalar
+from dppca_dask.errors import ConfigError, OutputExistsError
+from dppca_dask.graph.passlog import PassRecord, record_passes
+from dppca_dask.io.data import SourceInfo, as_data, describe_source
+from dppca_dask.io.identity import check_output_location, resolve_dataset
+from dppca_dask.pipeline.cluster import connect, describe_cluster
+from dppca_dask.pipeline.config import RunConfig, dump_config
+from dppca_dask.pipeline.deployment import apply_deployment
+from dppca_dask.pipeline.ledger import BudgetLedger
+from dppca_dask.pipeline.tasks import TASKS, TaskSpec, mib
+from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
+from dppca_dask.results.base import Result, write_atomically
+from dppca_dask.rng import RngState, as_rng
+
+__all__ = ["DrawTracker", "RunOutcome", "RunPlan", "execute", "plan_run"]
+
+
+class _TrackerBase:
+    """Shared part of the :class:`DrawTracker` classes (one per wrapped generator type)."""
+
+    __slots__ = ("_dppca_drawn", "_dppca_target")
+
+    def __init__(self, target: Any) -> None:
+        object.__setattr__(self, "_dppca_target", target)
+        object.__setattr__(self, "_dppca_drawn", False)
+
+    @property
+    def drawn(self) -> bool:
+        """Whether anything was drawn from (or taken out of) the generator yet."""
+        return bool(object.__getattribute__(self, "_dppca_drawn"))
+
+    def _dppca_mark(self) -> Any:
+        object.__setattr__(self, "_dppca_drawn", True)
+        return object.__getattribute__(self, "_dppca_target")
+
+    def __getattr__(self, name: str) -> Any:  # anything not mirrored on the class counts too
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._dppca_mark(), name)
+
+    def __repr__(self) -> str:
+        return f"DrawTracker({object.__getattribute__(self, '_dppca_target')!r})"
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(tracker, np.random.Generator) stays true
+        return type(object.__getattribute__(self, "_dppca_target"))
+
+
+def _mirror(name: str, target: Any) -> Any:
+    if callable(getattr(target, name, None)):
+        def method(self: _TrackerBase, *args: Any, **kwargs: Any) -> Any:
+            return getattr(self._dppca_mark(), name)(*args, **kwargs)
+
+        method.__name__ = name
+        return method
+    return property(lambda self: getattr(self._dppca_mark(), name))
+
+
+_TRACKERS: dict[type, type] = {}
+
+
+def DrawTracker(generator: Any) -> Any:  # a class factory, named like the classes it makes
+    """A transparent proxy of ``generator`` whose ``drawn`` notes the first draw of any kind.
+
+    Every public method or attribute of the generator's type is mirrored on the proxy's class
+    (so it satisfies :class:`dppca_dask.rng.Rng` and :func:`~dppca_dask.rng.as_rng`'s checks,
+    and ``isinstance`` against the generator's type); calling or reading any of them -- normal,
+    laplace, integers, bit_generator, spawn, ... -- counts as a draw.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> tracked = DrawTracker(np.random.default_rng(0))
+    >>> isinstance(tracked, np.random.Generator), tracked.drawn
+    (True, False)
+    >>> _ = tracked.normal(size=2)
+    >>> tracked.drawn
+    True
+    """
+    kind = type(generator)
+    cls = _TRACKERS.get(kind)
+    if cls is None:
+        names = [n for n in dir(kind) if not n.startswith("_") and n != "drawn"]
+        cls = type(f"Tracked{kind.__name__}", (_TrackerBase,),
+                   {"__slots__": (), **{n: _mirror(n, generator) for n in names}})
+        _TRACKERS[kind] = cls
+    return cls(generator)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run would do, derived from the config and the input's metadata only."""
+
+    config: RunConfig
+    source: SourceInfo
+    budget: BudgetPlan
+    noise: tuple[str, ...]
+    work: tuple[str, ...]
+
+    def render(self) -> str:
+        cfg, src = self.config, self.source
+        total = self.budget.total
+        split = "implicit equal split" if self.budget.implicit_split else "as given"
+        where = src.path or src.origin
+        lines = [
+            "Resolved config (an rng seed, if given, is never shown or recorded):",
+            *("  " + line for line in dump_config(cfg).splitlines()[1:]),
+            "",
+            f"Privacy budget plan for {self.budget.owner} ({split}):",
+            f"  total: eps = {format_r_scalar(total.eps)} ; delta = {format_r_scalar(total.delta)}",
+            *self.noise,
+            "",
+            f"Data: {where}" + (f" [{src.array}]" if src.array else ""),
+            f"  {src.n} observations x {src.p} variables, stored {src.dtype}, "
+            f"{len(src.chunks[0])} row chunk(s); {mib(src.nbytes)} as float64",
+            "  variables: " + ", ".join(src.variables[:10])
+            + (f", ... ({src.p} in all)" if src.p > 10 else ""),
+            "",
+            *self.work,
+            "",
+            f"Cluster: {describe_cluster(cfg.cluster)}",
+            f"Output: {cfg.output.directory} ({', '.join(cfg.output.formats)})",
+        ]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A finished run: the result, the files written, timings (seconds) and the data passes."""
+
+    result: Result
+    directory: str
+    files: tuple[str, ...]
+    timings: dict[str, float] = field(default_factory=dict)
+    passes: tuple[PassRecord, ...] = ()
+
+
+def _source_kwargs(config: RunConfig) -> dict[str, object]:
+    spec = TASKS[config.task]
+    return {
+        "owner": spec.owner,
+        "columns": config.input.columns,
+        "array": config.input.array,
+        "storage_options": config.input.storage_options or None,
+        **spec.source_options(config),
+    }
+
+
+def plan_run(config: RunConfig) -> RunPlan:
+    """Resolve budget, noise and work for ``config`` without reading any data values.
+
+    Refuses what :func:`execute` would refuse before any work: a run config the deployment
+    forbids, an output location over the input or the ledger."""
+    config = apply_deployment(config)
+    _guard_output(config)
+    spec = TASKS[config.task]
+    budget = resolve_budget(config.privacy.to_control(), owner=spec.owner)
+    source = describe_source(config.input.path, **_source_kwargs(config))
+    return RunPlan(
+        config, source, budget,
+        tuple(spec.noise_plan(config, source, budget)), tuple(spec.work_plan(config, source)),
+    )
+
+
+def _guard_output(config: RunConfig) -> None:
+    """Refuse an output directory equal to, inside or around the input store or the ledger."""
+    path = config.input.path
+    protected = []
+    if "://" not in path or path.lower().startswith("file://"):
+        store = resolve_dataset(path, pick=False).location
+        protected += [("the input store", store), ("the input path", path)]
+    settings = config.budget_ledger
+    if settings.enabled:
+        protected.append(("the budget ledger file",
+                          str(settings.resolved_path(config.output.directory))))
+    check_output_location(config.output.directory, protected, parameter="output.directory",
+                          owner="the run config", cls=ConfigError)
+
+
+def _check_output(config: RunConfig, overwrite: bool) -> Path:
+    directory = Path(config.output.directory)
+    if directory.exists() and not overwrite:
+        raise OutputExistsError(
+            f"Output directory {str(directory)!r} already exists; use --overwrite (or "
+            "output.overwrite: true) to replace it."
+        )
+    return directory
+
+
+def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str,
+                   extra: Callable[[Path], None] | None = None,
+                   report: Callable[[Path], None] | None = None) -> None:
+    os.makedirs(tmp)
+    base = Path(tmp)
+    name = config.task
+    if "zarr" in config.output.formats:
+        result.to_zarr(base / f"{name}.zarr")
+    if "netcdf" in config.output.formats:
+        result.to_netcdf(base / f"{name}.nc")
+    (base / "config.yaml").write_text(dump_config(config))
+    (base / "summary.txt").write_text(summary + "\n")
+    if extra is not None:  # task-specific outputs (TaskSpec.write_outputs)
+        extra(base)
+    if report is not None:  # last, so that it embeds the figures written above
+        report(base)
+
+
+def _report(config: RunConfig, plan: RunPlan, result: Result, passes: tuple[PassRecord, ...],
+            state: Any) -> Callable[[Path], None]:
+    def write(base: Path) -> None:
+        from dppca_dask.report.html import figure_files, write_report
+
+        files = figure_files(base)
+        write_report(base / "report.html", result, figures=files or None, config=config,
+                     source=plan.source, passes=passes, rng=state.generator)
+
+    return write
+
+
+@contextmanager
+def _ledger_reservation(
+    config: RunConfig, plan: RunPlan, spec: TaskSpec, seeded: bool, tracker: Any
+) -> Iterator[dict[str, Any]]:
+    """Reserve the release's spend in the persistent ledger before data is read (cap check);
+    if the run fails, refund it when ``tracker`` saw no draw, else keep it spent (a failed
+    ``release``); confirm it (with the records the body puts in the yielded dict under
+    ``"records"``) when the body ends."""
+    settings = config.budget_ledger
+    holder: dict[str, Any] = {}
+    if not settings.enabled:
+        yield holder
+        return
+    ledger = BudgetLedger(settings.resolved_path(config.output.directory))
+    key = resolve_dataset(config.input.path, plan.source.array,
+                          storage_options=config.input.storage_options or None).key
+    planned = spec.planned_spend(config, plan.budget)
+    cap = PrivacyBudget(settings.cap.eps, settings.cap.delta) if settings.cap else None
+    output = str(Path(config.output.directory).resolve())
+    release_id = ledger.reserve(key, planned, cap=cap, task=config.task, output=output)
+    try:
+        yield holder
+    except BaseException as exc:
+        if tracker.drawn:  # noise exists: the spend stays counted; only the error *type*
+            ledger.fail_after_draw(release_id, key, planned, error=type(exc).__name__,
+                                   task=config.task, output=output, seeded=seeded,
+                                   records=holder.get("records", ()))
+        else:
+            ledger.cancel(release_id, key, planned, task=config.task)
+        raise
+    ledger.confirm(release_id, key, planned, records=holder.get("records", ()), task=config.task,
+                   output=output, seeded=seeded)
+
+
+def execute(
+    config: RunConfig, *, progress: bool = True, overwrite: bool | None = None
+) -> RunOutcome:
+    """Run ``config`` end to end and write its outputs; see the module docstring for the order."""
+    config = apply_deployment(config)
+    overwrite = config.output.overwrite if overwrite is None else overwrite
+    _guard_output(config)
+    directory = _check_output(config, overwrite)
+    plan = plan_run(config)
+    state = as_rng(config.rng, owner="config")
+    tracker = DrawTracker(state.generator)
+    state = RngState(tracker, state.seeded)
+    spec = TASKS[config.task]
+    timings: dict[str, float] = {}
+    with _ledger_reservation(config, plan, spec, state.seeded, tracker) as entry:
+        start = time.perf_counter()
+        with connect(config.cluster, progress=progress, input_path=config.input.path):
+            timings["cluster_start"] = time.perf_counter() - start
+            source = as_data(config.input.path, **_source_kwargs(config))
+            begin = time.perf_counter()
+            with record_passes() as log:
+                result = spec.fit(config, source, plan.budget, state)
+            timings["fit"] = time.perf_counter() - begin
+        entry["records"] = [r.as_dict() for r in result.ledger]
+        summary = f"{result!r}\n\n{result.summary()!r}"  # type: ignore[attr-defined]
+        write_extra = spec.write_outputs
+        extra = None if write_extra is None else (
+            lambda base: write_extra(config, result, base, state))
+        passes = tuple(log)
+        report = _report(config, plan, result, passes, state)
+        write_atomically(
+            directory, lambda tmp: _write_outputs(tmp, config, result, summary, extra, report),
+            overwrite=overwrite,
+        )
+    files = tuple(sorted(str(directory / f) for f in os.listdir(directory)))
+    return RunOutcome(result, str(directory), files, timings, passes)

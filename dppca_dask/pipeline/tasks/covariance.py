@@ -1,0 +1,122 @@
+"""The ``covariance`` task of a run config: plan and fit (used by :mod:`dppca_dask.pipeline.tasks`).
+
+The config's ``privacy`` gives total ``eps``/``delta``; the release is ρ-zCDP with the largest ρ
+whose conversion meets them (:func:`~dppca_dask.privacy.zcdp.zcdp_rho`), so the persistent budget ledger
+records the (ε, δ) asked for. ``covariance.bounds`` are required public bounds. ``plan`` shows the
+ρ allocation and the noise of the first measurements from public quantities (n, d, ε, δ, the
+control); the noise of later PACE-GGM rounds depends on released annealing decisions and is
+described by its rule.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dppca_dask._rformat import format_r_scalar
+from dppca_dask.covariance.estimator import (
+    _allocations,
+    _fit_covariance,
+    _parse_control,
+    covariance_sensitivities,
+    parse_bounds,
+)
+from dppca_dask.covariance.pace_ggm import PaceGGMControl
+from dppca_dask.errors import ConfigError
+from dppca_dask.io.data import DataSource, SourceInfo
+from dppca_dask.pipeline.config import CovarianceConfig, RunConfig
+from dppca_dask.privacy.budget import BudgetPlan
+from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
+from dppca_dask.results.base import Result
+from dppca_dask.rng import RngState
+
+__all__ = ["covariance_fit", "covariance_noise", "covariance_work"]
+
+_OWNER = "dp_covariance"
+
+
+def _r(value: float) -> str:
+    return format_r_scalar(value)
+
+
+def _options(cfg: RunConfig) -> CovarianceConfig:
+    if cfg.covariance is None:
+        raise ConfigError("Invalid config: config key 'covariance' is required for task "
+                          "'covariance' (it holds the public bounds: covariance.bounds).")
+    return cfg.covariance
+
+
+def _plan(budget: BudgetPlan) -> ZCDPPlan:
+    spend = budget.spend("covariance")
+    return resolve_zcdp(eps=spend.eps, delta=spend.delta, owner=_OWNER)
+
+
+def covariance_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> list[str]:
+    opts = _options(cfg)
+    bounds = parse_bounds(opts.bounds, src.variables)
+    control = _parse_control(opts.method, opts.control)
+    plan = _plan(budget)
+    d, n = src.p, src.n
+    sens = covariance_sensitivities(bounds, n)
+    parts = dict(_allocations(opts.method, plan.rho, control, d))
+    lines = [
+        f"  covariance: eps = {_r(plan.eps or 0.0)} ; delta = {_r(plan.delta or 0.0)} -> "
+        f"rho = {_r(plan.rho)} (zCDP, largest rho with rho + 2 sqrt(rho ln(1/delta)) <= eps)",
+        f"  method {opts.method}; noise sd below is in units of B_j*B_k (normalised data)",
+    ]
+    if opts.method == "ssp":
+        sd = sens.frobenius / math.sqrt(2.0 * plan.rho)
+        lines.append(f"    ssp: rho = {_r(plan.rho)}, Frobenius sensitivity "
+                     f"{_r(sens.frobenius)} -> diagonal sd {_r(sd)}, off-diagonal sd "
+                     f"{_r(sd / math.sqrt(2.0))}" + (", then PSD projection"
+                                                     if control["psd"] else ""))
+    elif opts.method == "diagonal":
+        lines.append(f"    diagonal: rho = {_r(plan.rho)}, L2 sensitivity {_r(sens.diagonal)} -> "
+                     f"sd {_r(sens.diagonal / math.sqrt(2.0 * plan.rho))}; off-diagonal = 0")
+    else:
+        assert isinstance(control, PaceGGMControl)
+        diag_rho = parts["diagonal"]
+        lines.append(f"    diagonal: rho = {_r(diag_rho)}, L2 sensitivity {_r(sens.diagonal)} "
+                     f"-> sd {_r(sens.diagonal / math.sqrt(2.0 * diag_rho))}")
+        if "mean" in parts:
+            mean_sens = 2.0 * math.sqrt(d) / n
+            lines.append(f"    mean: rho = {_r(parts['mean'])}, L2 sensitivity {_r(mean_sens)} "
+                         f"-> sd {_r(mean_sens / math.sqrt(2.0 * parts['mean']))}")
+        if "rounds" in parts:
+            rounds = control.rounds_per_variable * d
+            per_round = parts["rounds"] / rounds
+            alpha = control.measure_fraction
+            entry = 2.0 / n
+            lines.append(
+                f"    rounds: rho = {_r(parts['rounds'])}; first round rho = {_r(per_round)} "
+                f"(T = {rounds}): selection eps = {_r(math.sqrt(8 * (1 - alpha) * per_round))}, "
+                f"entry sd {_r(entry / math.sqrt(2 * alpha * per_round))}; sd halves (eps "
+                "doubles) when a measured estimate moves less than the expected noise; the last "
+                "round spends what is left")
+    return lines
+
+
+def covariance_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
+    opts = _options(cfg)
+    d = src.p
+    lines = [
+        "Work (second-moment pass):",
+        f"  one tree reduction over {len(src.chunks[0])} row chunk(s): per block the clipped "
+        f"{d} x {d} cross-product (about {8 * d * d / 2**20:,.1f} MiB per partial)",
+        "  the driver holds one d x d matrix; it is never written",
+    ]
+    if opts.method == "pace_ggm":
+        control = _parse_control(opts.method, opts.control)
+        lines.append(f"  PACE-GGM: at most {control.rounds_per_variable * d} rounds, each a "
+                     "maximum-entropy solve on the changed component")
+    return lines
+
+
+def covariance_fit(
+    cfg: RunConfig, source: DataSource, budget: BudgetPlan, state: RngState
+) -> Result:
+    opts = _options(cfg)
+    return _fit_covariance(
+        source, _plan(budget), bounds=parse_bounds(opts.bounds, source.variables),
+        method=opts.method, control=_parse_control(opts.method, opts.control), rng_state=state,
+        report_clipping=opts.report_clipping,
+    )

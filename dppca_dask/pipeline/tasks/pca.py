@@ -1,0 +1,211 @@
+"""The ``pca`` task of a run config: plan, fit and outputs of ``dp_pca`` (see :mod:`dppca_dask.pipeline.tasks`).
+
+``dppca-dask plan`` checks every option against the input's public shape (n, p) and shows the
+three allocations, the noise of each mechanism computable from public quantities, and the
+documented number of reads of the input. ``dppca-dask run`` writes, besides the one store
+(``pca.zarr``/``pca.nc``: root + loading/scree/score groups):
+
+* ``samples.parquet`` (or ``.csv``) -- the synthetic score points of the figures, drawn from the
+  released histograms (target, method, pc_x, pc_y[, group]); a non-private target appears only
+  with ``non_private: true`` and an explicit ``sampling.sample_size`` (it is NOT private);
+* ``pca.png`` -- the combined figure of the run (PVE, loading vectors, score and biplot panels);
+  ``pca_biplot.png`` (the configured score/biplot panels, same points), ``loading.png``
+  (vectors, points, heatmap) and ``scree_pve.png``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dppca_dask._rformat import format_r_scalar
+from dppca_dask.errors import InputError, ParameterError
+from dppca_dask.graph.compute import kendall_layout
+from dppca_dask.io.data import DataSource, SourceInfo
+from dppca_dask.pca.histograms import parse_bins, parse_methods
+from dppca_dask.pca.pca import _fit_pca, expected_reads
+from dppca_dask.pca.sampling import SamplingControl, sampling_control
+from dppca_dask.pca.score import parse_axes
+from dppca_dask.pca.scree import DEFAULT_MAX_K, _parse_center
+from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
+from dppca_dask.pca.scree_controls import resolve_controls
+from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
+from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.tasks.score import samples_table, score_noise
+from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget
+from dppca_dask.privacy.mechanisms import gaussian_release_sigma
+from dppca_dask.results.base import Result
+from dppca_dask.rng import RngState
+
+__all__ = ["pca_fit", "pca_noise", "pca_outputs", "pca_source", "pca_spend", "pca_work"]
+
+_OWNER = "dp_pca"
+
+
+def _r(value: float) -> str:
+    return format_r_scalar(value)
+
+
+def _sampling(cfg: RunConfig) -> SamplingControl:
+    s = cfg.pca.sampling
+    return sampling_control(list(s.method), s.sample_size, s.bandwidth_scale)
+
+
+def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, Any], int]:
+    """Every pca option against the input's public shape (no data values read)."""
+    opts = cfg.pca
+    if src.p < 2:
+        raise InputError(f"The 'X' parameter of {_OWNER} must have at least two columns. "
+                         f"Got {src.p} instead.")
+    methods = parse_scree_methods(list(opts.scree_method), _OWNER)
+    controls = resolve_controls(methods, dict(opts.scree_control), owner=_OWNER)
+    center = _parse_center(opts.center)
+    if isinstance(center, np.ndarray) and center.size not in (1, src.p):
+        raise ParameterError(f"The 'center' parameter of {_OWNER} must be a number or {src.p} "
+                             f"constants (one per variable). Got {center.size} values instead.")
+    k = opts.k if opts.k is not None else min(src.p, DEFAULT_MAX_K)
+    if k > src.p:
+        raise ParameterError(f"The 'k' parameter of {_OWNER} must be an int in the range "
+                             f"[1, {src.p}]. Got {k} instead.")
+    if "huber" in methods and src.n < 4:
+        raise ParameterError(f"Method 'huber' of {_OWNER} needs at least 4 observations. "
+                             f"Got n = {src.n} instead.")
+    parse_axes(opts.axes, _OWNER, src.p)
+    parse_bins(opts.bins, src.n, _OWNER)
+    parse_methods(list(opts.score_method), _OWNER)
+    _sampling(cfg)
+    return methods, controls, k
+
+
+def _as_score(cfg: RunConfig) -> RunConfig:
+    """The score options of a pca config as a score-task config (for its noise lines)."""
+    o = cfg.pca
+    score = cfg.score.model_copy(update={
+        "axes": o.axes, "bins": o.bins, "method": o.score_method, "frame": o.frame,
+        "calibration": o.calibration, "sensitivity": o.sensitivity, "block_rows": o.block_rows,
+        "sampling": o.sampling})
+    return cfg.model_copy(update={"score": score})
+
+
+def pca_source(cfg: RunConfig) -> dict[str, Any]:
+    return {"group": cfg.input.group} if cfg.input.group is not None else {}
+
+
+def pca_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
+    methods, controls, k = _check(cfg, src)
+    opts = cfg.pca
+    n = src.n
+    score_lines = score_noise(_as_score(cfg), src, plan)
+    scree = plan.spend("scree")
+    private = isinstance(opts.center, str) and opts.center == "private"
+    share = CENTER_SHARE if private else 0.0
+    lines = [score_lines[0] + " (shared by scree and score)",
+             f"  scree: eps = {_r(scree.eps)} ; delta = {_r(scree.delta)} for each method "
+             f"({', '.join(methods)}), {k} components"]
+    if private:
+        lines.append(f"    centre (private, shared): {_r(100 * share)}% of the scree budget")
+    elif opts.center == "empirical":
+        lines.append("    centre: empirical mean of the scores -- OUTSIDE the privacy guarantee")
+    per = scree.scaled((1.0 - share) / k)
+    for name in methods:
+        ctl = controls[name]
+        head = f"    {name}: per component eps = {_r(per.eps)} ; delta = {_r(per.delta)}"
+        if name == "clipped":
+            sens = ctl.C_clip / (n - 1)
+            sd = gaussian_release_sigma(sens, per, opts.calibration)
+            lines.append(f"{head} -> gaussian, sensitivity {_r(sens)}, noise sd {_r(sd)} "
+                         f"({opts.calibration})")
+        elif name == "pmwm":
+            lines.append(f"{head} -> 2 Durfee cut-offs, then a gaussian winsorized mean")
+        else:
+            steps, _ = huber_defaults(n, ctl)
+            lines.append(f"{head} -> m2 histogram, then {steps} gaussian gradient steps")
+    return lines + score_lines[1:]
+
+
+def pca_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
+    opts = cfg.pca
+    methods = parse_scree_methods(list(opts.scree_method), _OWNER)
+    steps = 0
+    if "huber" in methods:
+        controls = resolve_controls(methods, dict(opts.scree_control), owner=_OWNER)
+        steps = huber_defaults(src.n, controls["huber"])[0]
+    reads = expected_reads(scree_methods=methods, center=opts.center, huber_steps=steps,
+                           frame=opts.frame)
+    layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows)
+    return [
+        "Work (pca):",
+        f"  Kendall pass: {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles, "
+        f"{layout.n_tasks:,} tasks (once; the directions are shared)",
+        f"  then {reads - 1} passes of O(n p k) over {len(src.chunks[0])} row chunk(s): the scree "
+        "and score stages share each pass",
+        f"  the input is read {reads} times in all",
+    ]
+
+
+def pca_spend(cfg: RunConfig, plan: BudgetPlan) -> PrivacyBudget:
+    """Basic composition: loading + scree centre + each scree method + frame + each histogram."""
+    opts = cfg.pca
+    scree, score = plan.spend("scree"), plan.spend("score")
+    private = isinstance(opts.center, str) and opts.center == "private"
+    share = CENTER_SHARE if private else 0.0
+    scree_factor = share + len(set(opts.scree_method)) * (1.0 - share)
+    frame_eps = 0.35 * score.eps
+    frame_delta = 0.35 * score.delta if opts.frame == "smooth" else 0.0
+    m = len(set(opts.score_method))
+    parts = [b for name, b in plan.allocations if name == "loading" and name not in plan.prior]
+    eps = [b.eps for b in parts] + [scree_factor * scree.eps, frame_eps,
+                                    m * (score.eps - frame_eps)]
+    delta = [b.delta for b in parts] + [scree_factor * scree.delta, frame_delta,
+                                        m * (score.delta - frame_delta)]
+    return PrivacyBudget(math.fsum(eps), math.fsum(delta))
+
+
+def pca_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
+    opts = cfg.pca
+    methods = parse_scree_methods(list(opts.scree_method), _OWNER)
+    return _fit_pca(
+        source, plan, k=opts.k, scree_methods=methods,
+        controls=resolve_controls(methods, dict(opts.scree_control), owner=_OWNER),
+        bins=opts.bins, hist_methods=parse_methods(list(opts.score_method), _OWNER),
+        axes=parse_axes(opts.axes, _OWNER), V_dp=None, mono=opts.mono,
+        cpp_option=opts.cpp_option, non_private=opts.non_private,
+        calibration=opts.calibration, rng_state=state, center=_parse_center(opts.center),
+        frame=opts.frame, block_rows=opts.block_rows, sensitivity=opts.sensitivity)
+
+
+def _long_samples(samples: dict[str, pd.DataFrame], method: str, observed: bool
+                  ) -> pd.DataFrame:
+    return samples_table([frame.assign(target=target, method=method)
+                          for target, frame in samples.items()
+                          if not (target == "nonprivate" and observed)])
+
+
+def pca_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> None:
+    """Samples and figures, all drawn from the release (post-processing; no budget)."""
+    from dppca_dask.plots.pca import plot_pca
+
+    opts = cfg.pca
+    sampling = _sampling(cfg)
+    control = {"show_group_legend": opts.show_group_legend}
+    combined = plot_pca(result, panels="all", sampling=sampling, group_weights=opts.group_weights,
+                        control=control, rng=state.generator)
+    observed = sampling.sample_size is None
+    table = _long_samples(combined.samples, sampling.method[0], observed)
+    if opts.samples_format == "parquet":
+        table.to_parquet(base / "samples.parquet", index=False)
+    else:
+        table.to_csv(base / "samples.csv", index=False)
+    if not opts.plots:
+        return
+    combined.save(str(base / "pca.png"), dpi=opts.dpi)
+    panels = plot_pca(result, panels=tuple(opts.panels), sampling=sampling, control=control,
+                      samples=combined.samples)
+    panels.save(str(base / "pca_biplot.png"), dpi=opts.dpi)
+    result.loading.plot().save(str(base / "loading.png"), dpi=opts.dpi)  # type: ignore[attr-defined]
+    fig = result.scree.plot(type="pve")  # type: ignore[attr-defined]
+    fig.savefig(base / "scree_pve.png", dpi=opts.dpi, bbox_inches="tight", pad_inches=0.1)

@@ -1,0 +1,181 @@
+"""The ``score`` task of a run config: plan, fit and extra outputs (used by :mod:`dppca_dask.pipeline.tasks`).
+
+``dppca-dask plan`` shows the loading noise, the frame searches, the histogram noise and the bins
+from public quantities (n, p, ε, δ) and checks every score option before any data is read.
+``dppca-dask run`` writes, besides the histogram dataset (``score.zarr``/``score.nc``):
+
+* ``samples.parquet`` (or ``.csv``) -- synthetic score points drawn from the released histograms
+  (post-processing), one row per point with columns target, method, pc_x, pc_y[, group];
+  target "nonprivate" appears only when ``non_private: true`` and is NOT private;
+* ``score.png`` (the configured panels), ``score_histogram.png`` and ``score_sample.png``, all
+  showing the same samples.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dppca_dask._rformat import format_r_scalar
+from dppca_dask.errors import InputError
+from dppca_dask.graph.compute import kendall_layout
+from dppca_dask.io.data import DataSource, SourceInfo
+from dppca_dask.pca.histograms import parse_bins, parse_methods
+from dppca_dask.pca.loading import kendall_sensitivity
+from dppca_dask.pca.sampling import SamplingControl, sampling_control
+from dppca_dask.pca.score import FRAME_SHARE, _fit_score, parse_axes
+from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget
+from dppca_dask.privacy.mechanisms import (
+    histogram_noise_sigma,
+    stability_histogram_parameters,
+    symmetric_noise_sigma,
+)
+from dppca_dask.results.base import Result
+from dppca_dask.rng import RngState
+
+__all__ = ["score_fit", "score_noise", "score_outputs", "score_source", "score_spend",
+           "score_work"]
+
+_OWNER = "dp_score"
+
+
+def _r(value: float) -> str:
+    return format_r_scalar(value)
+
+
+def _sampling(cfg: RunConfig) -> SamplingControl:
+    s = cfg.score.sampling
+    return sampling_control(list(s.method), s.sample_size, s.bandwidth_scale)
+
+
+def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[int, int], tuple[str, ...]]:
+    """Every score option, checked against the input's public shape (no data values)."""
+    if src.p < 2:
+        raise InputError(f"The 'X' parameter of {_OWNER} must have at least two columns. "
+                         f"Got {src.p} instead.")
+    parse_axes(cfg.score.axes, _OWNER, src.p)
+    bins = parse_bins(cfg.score.bins, src.n, _OWNER)
+    _sampling(cfg)
+    return bins, parse_methods(list(cfg.score.method), _OWNER)
+
+
+def score_source(cfg: RunConfig) -> dict[str, Any]:
+    return {"group": cfg.input.group} if cfg.input.group is not None else {}
+
+
+def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
+    bins, methods = _check(cfg, src)
+    opts = cfg.score
+    loading = plan.spend("loading")
+    sens = kendall_sensitivity(src.n, bound=opts.sensitivity)
+    q = src.p * (src.p + 1) // 2  # values of the released symmetric matrix
+    score = plan.spend("score")
+    smooth = opts.frame == "smooth"
+    frame_eps = FRAME_SHARE * score.eps
+    frame_delta = FRAME_SHARE * score.delta if smooth else 0.0
+    hist = PrivacyBudget(score.eps - frame_eps, score.delta - frame_delta)
+    rule = " (default rule)" if opts.bins is None else ""
+    lines = [
+        f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
+        f"gaussian_symmetric_matrix, Frobenius sensitivity {_r(sens)}, noise sd "
+        f"{_r(symmetric_noise_sigma(sens, loading, opts.calibration, q))} ({opts.calibration})",
+        f"  score: eps = {_r(score.eps)} ; delta = {_r(score.delta)}",
+        f"    frame ({opts.frame}): eps = {_r(frame_eps)} ; delta = {_r(frame_delta)} -> "
+        + ("3 smooth-sensitivity quantiles" if smooth
+           else f"4 Durfee searches of eps {_r(frame_eps / 4)} each (pure DP)"),
+        f"    histogram: eps = {_r(hist.eps)} ; delta = {_r(hist.delta)} for each method "
+        f"({', '.join(methods)}), {bins[0]} x {bins[1]} bins{rule}",
+    ]
+    if "add" in methods:
+        lines.append(f"      add: gaussian, L2 sensitivity {_r(math.sqrt(2))}, noise sd "
+                     f"{_r(histogram_noise_sigma(hist, opts.calibration))} counts "
+                     f"({opts.calibration})")
+    if "sparse" in methods:
+        scale, threshold = stability_histogram_parameters(src.n, hist)
+        per_group = "; per group with n_g" if cfg.input.group else ""
+        lines.append(f"      sparse: laplace scale {_r(scale)}, threshold {_r(threshold)} "
+                     f"(proportions, n = {src.n}{per_group})")
+    return lines
+
+
+def score_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
+    layout = kendall_layout(src.n, src.p, block_rows=cfg.score.block_rows)
+    return [
+        "Work (score):",
+        f"  Kendall pass: {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles, "
+        f"{layout.n_tasks:,} tasks",
+        f"  then 3 passes of O(n p) over {len(src.chunks[0])} row chunk(s): frame centre "
+        "counts, frame radius counts, cell counts"
+        + (" per group" if cfg.input.group else ""),
+        "  the driver holds count vectors over 5000 grid points and the cell counts",
+    ]
+
+
+def score_spend(cfg: RunConfig, plan: BudgetPlan) -> PrivacyBudget:
+    """Basic composition: loading (unless prior) + frame + one histogram allocation per method."""
+    score = plan.spend("score")
+    m = len(set(cfg.score.method))
+    smooth = cfg.score.frame == "smooth"
+    frame = PrivacyBudget(FRAME_SHARE * score.eps, FRAME_SHARE * score.delta if smooth else 0.0)
+    hist_eps, hist_delta = score.eps - frame.eps, score.delta - frame.delta
+    spent = [b for name, b in plan.allocations if name not in plan.prior and name != "score"]
+    return PrivacyBudget(math.fsum([b.eps for b in spent] + [frame.eps, m * hist_eps]),
+                         math.fsum([b.delta for b in spent] + [frame.delta, m * hist_delta]))
+
+
+def score_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
+    opts = cfg.score
+    return _fit_score(
+        source, plan, axes=parse_axes(opts.axes, _OWNER), bins=opts.bins,
+        methods=parse_methods(list(opts.method), _OWNER), V_dp=None, frame=opts.frame,
+        cpp_option=opts.cpp_option, non_private=opts.non_private,
+        calibration=opts.calibration, rng_state=state, block_rows=opts.block_rows,
+        sensitivity=opts.sensitivity,
+    )
+
+
+def _long_samples(samples: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:
+    return samples_table([frame.assign(target=target, method=method)
+                          for target, methods in samples.items()
+                          for method, frame in methods.items()])
+
+
+def samples_table(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """One long table (target, method, pc_x, pc_y[, group]) of synthetic sample frames."""
+    if not parts:
+        return pd.DataFrame(columns=["target", "method", "pc_x", "pc_y"])
+    out = pd.concat(parts, ignore_index=True)
+    cols = ["target", "method", "pc_x", "pc_y"] + (["group"] if "group" in out else [])
+    out = out[cols]
+    if "group" in out:
+        out["group"] = out["group"].astype(str)
+    return out
+
+
+def score_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> None:
+    """Samples (Parquet or CSV) and PNGs; drawn from the released histograms only."""
+    from dppca_dask.plots.score import plot_score
+
+    opts = cfg.score
+    sampling = _sampling(cfg)
+    samples = result.sample(sampling, group_weights=opts.group_weights,  # type: ignore[attr-defined]
+                            rng=state.generator)
+    table = _long_samples(samples)
+    if opts.samples_format == "parquet":
+        table.to_parquet(base / "samples.parquet", index=False)
+    else:
+        table.to_csv(base / "samples.csv", index=False)
+    if not opts.plots:
+        return
+    control = {"show_group_legend": opts.show_group_legend}
+    layouts = {"score.png": tuple(opts.private_plot)}
+    if set(opts.private_plot) == {"histogram", "sample"}:
+        layouts |= {"score_histogram.png": ("histogram",), "score_sample.png": ("sample",)}
+    for name, panels in layouts.items():
+        out = plot_score(result, private_plot=panels, sampling=sampling, control=control,
+                         group_weights=opts.group_weights, samples=samples)
+        out.save(str(base / name), dpi=opts.dpi)

@@ -1,0 +1,179 @@
+"""The ``scree`` task of a run config: plan, fit and plots (used by :mod:`dppca_dask.pipeline.tasks`).
+
+``dppca-dask plan`` checks every scree option against the input's public shape, and shows the
+loading noise, the centre's share and each method's per-component budget and noise from public
+quantities (n, p, ε, δ, the controls); noise that depends on released intermediate values (the
+PMWM cut-offs, the Huber τ) is described by its formula. ``dppca-dask run`` writes, besides
+``scree.zarr``/``scree.nc``, the figures ``scree_pve.png``/``.svg`` and
+``scree_scree.png``/``.svg`` (:mod:`dppca_dask.plots.scree`; with ``non_private: true`` they
+show the non-private reference and are NOT private releases).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dppca_dask._rformat import format_r_scalar
+from dppca_dask.errors import InputError, ParameterError
+from dppca_dask.graph.compute import kendall_layout
+from dppca_dask.io.data import DataSource, SourceInfo
+from dppca_dask.pca.loading import kendall_sensitivity
+from dppca_dask.pca.scree import DEFAULT_MAX_K, _fit_scree, _parse_center
+from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
+from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
+from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
+from dppca_dask.privacy.mechanisms import gaussian_release_sigma, symmetric_noise_sigma
+from dppca_dask.results.base import LoadingResult, Result, load_result
+from dppca_dask.rng import RngState
+
+__all__ = ["scree_fit", "scree_noise", "scree_outputs", "scree_spend", "scree_work"]
+
+_OWNER = "dp_scree"
+
+
+def _r(value: float) -> str:
+    return format_r_scalar(value)
+
+
+def _plan(cfg: RunConfig, plan: BudgetPlan) -> BudgetPlan:
+    """The runner resolves without priors; supplied directions make loading a prior release."""
+    if cfg.scree.directions is None:
+        return plan
+    return resolve_budget(cfg.privacy.to_control(), owner=_OWNER, prior=("loading",))
+
+
+def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, Any], int]:
+    """Every scree option against the input's public shape (no data values read)."""
+    opts = cfg.scree
+    methods = parse_methods(list(opts.method), _OWNER)
+    controls = resolve_controls(methods, dict(opts.controls), owner=_OWNER)
+    center = _parse_center(opts.center)
+    if isinstance(center, np.ndarray) and center.size not in (1, src.p):
+        raise ParameterError(f"The 'center' parameter of {_OWNER} must be a number or {src.p} "
+                             f"constants (one per variable). Got {center.size} values instead.")
+    k = opts.k if opts.k is not None else min(src.p, DEFAULT_MAX_K)
+    if opts.directions is None and k > src.p:
+        raise ParameterError(f"The 'k' parameter of {_OWNER} must be an int in the range "
+                             f"[1, {src.p}]. Got {k} instead.")
+    if opts.directions is not None and not Path(opts.directions).exists():
+        raise InputError(f"The directions result {opts.directions!r} (scree.directions) was "
+                         "not found.")
+    if "huber" in methods and src.n < 4:
+        raise ParameterError(f"Method 'huber' of {_OWNER} needs at least 4 observations. "
+                             f"Got n = {src.n} instead.")
+    return methods, controls, k
+
+
+def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
+    methods, controls, k = _check(cfg, src)
+    opts = cfg.scree
+    plan = _plan(cfg, plan)
+    n = src.n
+    lines = []
+    loading = plan["loading"]
+    if opts.directions is None:
+        sens = kendall_sensitivity(n, bound=opts.sensitivity)
+        sd = symmetric_noise_sigma(sens, loading, opts.calibration, src.p * (src.p + 1) // 2)
+        lines.append(f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
+                     f"gaussian_symmetric_matrix, Frobenius sensitivity {_r(sens)}, noise sd "
+                     f"{_r(sd)} ({opts.calibration})")
+    else:
+        lines.append(f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
+                     f"prior release {opts.directions} (recorded, not spent)")
+    scree = plan.spend("scree")
+    private = isinstance(opts.center, str) and opts.center == "private"
+    share = CENTER_SHARE if private else 0.0
+    lines.append(f"  scree: eps = {_r(scree.eps)} ; delta = {_r(scree.delta)} for each method "
+                 f"({', '.join(methods)}), {k} components")
+    if private:
+        lines.append(f"    centre (private, shared): {_r(100 * share)}% of the scree budget -> "
+                     "2 rounds of a Durfee radius search and a ball-clipped Gaussian mean")
+    elif opts.center == "empirical":
+        lines.append("    centre: empirical mean of the scores -- OUTSIDE the privacy guarantee")
+    method = scree.scaled(1.0 - share)
+    per = method.scaled(1.0 / k)
+    z = f" ({opts.calibration})"
+    for name in methods:
+        ctl = controls[name]
+        head = f"    {name}: per component eps = {_r(per.eps)} ; delta = {_r(per.delta)} -> "
+        if name == "clipped":
+            sd = gaussian_release_sigma(ctl.C_clip / (n - 1), per, opts.calibration)
+            lines.append(head + f"gaussian, sensitivity {_r(ctl.C_clip / (n - 1))}, noise sd "
+                         f"{_r(sd)}{z}")
+        elif name == "pmwm":
+            lines.append(head + f"2 Durfee quantiles of eps {_r(per.eps / 4)} each (pure DP), "
+                         f"then gaussian with eps {_r(per.eps / 2)}, sensitivity "
+                         "(n/(n-1))(U - L)/n_m of the released cut-offs" + z)
+        else:
+            steps, blocks = huber_defaults(n, ctl)
+            eps_m2 = ctl.m2_frac * per.eps
+            lines.append(head + f"m2 histogram ({ctl.k_max_m2 - ctl.k_min_m2 + 1} bins, "
+                         f"{min(blocks, n // 2)} blocks) laplace scale {_r(2 / eps_m2)}, then "
+                         f"{steps} gaussian steps of eps {_r((per.eps - eps_m2) / steps)}, "
+                         "sensitivity 2 eta0 tau/n of the released tau" + z)
+    return lines
+
+
+def scree_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
+    opts = cfg.scree
+    methods = parse_methods(list(opts.method), _OWNER)
+    lines = ["Work (scree):"]
+    if opts.directions is None:
+        layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows)
+        lines.append(f"  Kendall pass: {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles, "
+                     f"{layout.n_tasks:,} tasks")
+    centre = {"private": 2, "empirical": 1}.get(opts.center, 0) if isinstance(opts.center,
+                                                                              str) else 0
+    passes = 1 + (1 if "pmwm" in methods else 0)
+    if "huber" in methods:
+        controls = resolve_controls(methods, dict(opts.controls), owner=_OWNER)
+        passes = 1 + max(1 if "pmwm" in methods else 0, huber_defaults(src.n, controls["huber"])[0])
+    lines.append(f"  then {centre + passes} passes of O(n p k) over {len(src.chunks[0])} row "
+                 f"chunk(s): {centre} for the centre, {passes} for the methods together")
+    lines.append("  each returns per-component sums or count vectors; noise is drawn on the driver")
+    return lines
+
+
+def scree_spend(cfg: RunConfig, plan: BudgetPlan) -> PrivacyBudget:
+    """Basic composition: loading (unless prior) + the centre once + each method's allocation."""
+    plan = _plan(cfg, plan)
+    scree = plan.spend("scree")
+    m = len(set(cfg.scree.method))
+    private = isinstance(cfg.scree.center, str) and cfg.scree.center == "private"
+    share = CENTER_SHARE if private else 0.0
+    spent = [b for name, b in plan.allocations if name not in plan.prior and name != "scree"]
+    factor = share + m * (1.0 - share)
+    return PrivacyBudget(math.fsum([b.eps for b in spent] + [factor * scree.eps]),
+                         math.fsum([b.delta for b in spent] + [factor * scree.delta]))
+
+
+def scree_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
+    opts = cfg.scree
+    methods = parse_methods(list(opts.method), _OWNER)
+    v_dp = None
+    if opts.directions is not None:
+        v_dp = load_result(opts.directions)
+        if not isinstance(v_dp, LoadingResult):
+            raise InputError(f"scree.directions must name a dp_loading result; "
+                             f"{opts.directions!r} holds a {v_dp.kind!r} result.")
+    return _fit_scree(
+        source, _plan(cfg, plan), methods=methods,
+        controls=resolve_controls(methods, dict(opts.controls), owner=_OWNER), k=opts.k,
+        V_dp=v_dp, mono=opts.mono, cpp_option=opts.cpp_option, non_private=opts.non_private,
+        calibration=opts.calibration, rng_state=state, center=_parse_center(opts.center),
+        block_rows=opts.block_rows, sensitivity=opts.sensitivity,
+    )
+
+
+def scree_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> None:
+    """The PVE and scree figures, in each configured format (post-processing only)."""
+    opts = cfg.scree
+    for kind in dict.fromkeys(opts.plots):
+        fig = result.plot(type=kind)  # type: ignore[attr-defined]
+        for fmt in dict.fromkeys(opts.plot_formats):
+            fig.savefig(base / f"scree_{kind}.{fmt}", dpi=opts.dpi, format=fmt)

@@ -1,0 +1,190 @@
+"""ρ-zero-concentrated differential privacy (zCDP): conversions, the plan and the odometer.
+
+Used by the covariance estimators, which are natively ρ-zCDP (SPEC_covariance.md §2).
+
+* Composition adds ρ (Bun & Steinke 2016, Lemma 2.3).
+* A Gaussian mechanism with L2 sensitivity Δ and noise σ is Δ²/(2σ²)-zCDP (Prop. 1.6).
+* An exponential mechanism run with parameter ε (selection probability ∝ exp(ε·q/(2Δ_q))) is
+  ε-DP and ε²/8-zCDP (Cesar & Rogers 2021, bounded range; the accounting AIM uses).
+* Reporting: ρ-zCDP implies (ε, δ)-DP for every δ in (0, 1) with ε = ρ + 2·√(ρ·ln(1/δ))
+  (Bun & Steinke 2016, Prop. 1.3). A request given as (ε, δ) is converted to the *largest* ρ
+  whose conversion meets it: with L = ln(1/δ), ρ + 2√(ρL) = ε is a quadratic in √ρ, so
+  ρ = (√(L + ε) − √L)². (Tighter conversions exist -- Canonne, Kamath & Steinke 2020 -- this one
+  is the one the spec names and is conservative.)
+
+Invariants: an :class:`Odometer` never lets the recorded spending exceed its total, summed
+exactly (:func:`math.fsum`) or left to right in float; a request that would overshoot only by
+floating-point rounding is trimmed to what is left, so the ledger's ρ always sums to at most the
+plan's ρ. Nothing here
+touches data or draws noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dppca_dask._validation import parse_real
+from dppca_dask.errors import BudgetError
+from dppca_dask.privacy.accounting import SpendRecord
+
+__all__ = [
+    "Odometer",
+    "ZCDPPlan",
+    "ledger_rho",
+    "resolve_zcdp",
+    "zcdp_eps",
+    "zcdp_rho",
+]
+
+_ROUNDING = 1e-12
+"""Relative slack within which an overshooting request is treated as rounding and trimmed."""
+
+
+def zcdp_eps(rho: float, delta: float) -> float:
+    """ε of the (ε, δ)-DP guarantee implied by ρ-zCDP: ε = ρ + 2·√(ρ·ln(1/δ)).
+
+    Examples
+    --------
+    >>> round(zcdp_eps(0.5, 1e-5), 6)
+    5.298526
+    """
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+
+
+def zcdp_rho(eps: float, delta: float) -> float:
+    """The largest ρ whose :func:`zcdp_eps` at ``delta`` is at most ``eps``: (√(L+ε) − √L)².
+
+    Examples
+    --------
+    >>> rho = zcdp_rho(1.0, 1e-6)
+    >>> round(rho, 6), zcdp_eps(rho, 1e-6) <= 1.0
+    (0.017469, True)
+    """
+    log_term = math.log(1.0 / delta)
+    # (√(L+ε) − √L)² written as ε²/(√(L+ε) + √L)² to avoid cancellation for small ε.
+    rho = eps * eps / (math.sqrt(log_term + eps) + math.sqrt(log_term)) ** 2
+    while zcdp_eps(rho, delta) > eps:  # never report more than was asked (rounding)
+        rho = math.nextafter(rho, 0.0)
+    return rho
+
+
+@dataclass(frozen=True)
+class ZCDPPlan:
+    """A resolved ρ-zCDP budget: the total ρ, how it was requested, and its allocations.
+
+    ``eps``/``delta`` are the request when it was given as (ε, δ); otherwise ``delta`` is
+    ``None`` and only ρ is stated. ``allocations`` names the parts of ρ the estimator plans to
+    spend (they sum to ``rho``).
+    """
+
+    owner: str
+    rho: float
+    eps: float | None = None
+    delta: float | None = None
+    allocations: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def requested(self) -> str:
+        return "rho" if self.delta is None else "eps_delta"
+
+    def with_allocations(self, allocations: Iterable[tuple[str, float]]) -> ZCDPPlan:
+        parts = tuple((name, float(r)) for name, r in allocations)
+        if math.fsum(r for _, r in parts) > self.rho * (1.0 + _ROUNDING):
+            raise BudgetError(f"{self.owner}: the allocations {dict(parts)} exceed rho = "
+                              f"{self.rho!r}.")
+        return ZCDPPlan(self.owner, self.rho, self.eps, self.delta, parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "owner": self.owner,
+            "accounting": "zCDP",
+            "rho": self.rho,
+            "requested": self.requested,
+            "allocations": dict(self.allocations),
+        }
+        if self.delta is not None:
+            out["eps"] = self.eps
+            out["delta"] = self.delta
+            out["conversion"] = "eps = rho + 2*sqrt(rho*ln(1/delta)) (Bun & Steinke 2016)"
+        return out
+
+
+def resolve_zcdp(
+    *, rho: Any = None, eps: Any = None, delta: Any = None, owner: str
+) -> ZCDPPlan:
+    """Validate a budget given as ``rho`` or as ``eps`` and ``delta`` (converted to ρ).
+
+    Examples
+    --------
+    >>> resolve_zcdp(rho=0.1, owner="dp_covariance").rho
+    0.1
+    >>> plan = resolve_zcdp(eps=1.0, delta=1e-6, owner="dp_covariance")
+    >>> round(plan.rho, 6), plan.requested
+    (0.017469, 'eps_delta')
+    """
+    if rho is not None:
+        if eps is not None or delta is not None:
+            raise BudgetError(f"{owner} takes either rho or eps and delta, not both.")
+        value = parse_real(rho, "rho", owner, low=0.0, cls=BudgetError)
+        if not math.isfinite(value):
+            raise BudgetError(f"The 'rho' parameter of {owner} must be a float in the range "
+                              f"(0, inf). Got {rho!r} instead.")
+        return ZCDPPlan(owner, value)
+    if eps is None and delta is None:
+        raise BudgetError(f"{owner} needs a privacy budget: rho (zCDP), or eps and delta.")
+    if eps is None or delta is None:
+        missing = "eps" if eps is None else "delta"
+        raise BudgetError(f"{owner} needs both eps and delta when rho is not given; "
+                          f"{missing!r} is missing.")
+    e = parse_real(eps, "eps", owner, low=0.0, cls=BudgetError)
+    if not math.isfinite(e):
+        raise BudgetError(f"The 'eps' parameter of {owner} must be a float in the range "
+                          f"(0, inf). Got {eps!r} instead.")
+    d = parse_real(delta, "delta", owner, low=0.0, high=1.0, cls=BudgetError)
+    return ZCDPPlan(owner, zcdp_rho(e, d), e, d)
+
+
+class Odometer:
+    """Tracks ρ spent against a total; refuses (or trims rounding) so the total is never exceeded.
+
+    Examples
+    --------
+    >>> od = Odometer(1.0)
+    >>> od.take(0.3), od.take(0.7 + 1e-17), od.remaining
+    (0.3, 0.7, 0.0)
+    """
+
+    def __init__(self, total: float) -> None:
+        self.total = float(total)
+        self._spent: list[float] = []
+        self._running = 0.0  # the plain left-to-right sum a reader of the ledger would compute
+
+    @property
+    def spent(self) -> float:
+        return math.fsum(self._spent)
+
+    @property
+    def remaining(self) -> float:
+        return max(0.0, self.total - self.spent)
+
+    def take(self, rho: float) -> float:
+        """Record spending ``rho`` (trimmed to what is left if it overshoots by rounding only)."""
+        left = self.remaining
+        if rho > left:
+            if rho > left + _ROUNDING * self.total:
+                raise BudgetError(f"Refused to spend rho = {rho!r}: only {left!r} is left.")
+            rho = left
+        while rho > 0 and (math.fsum([*self._spent, rho]) > self.total
+                           or self._running + rho > self.total):
+            rho = math.nextafter(rho, 0.0)
+        self._spent.append(rho)
+        self._running += rho
+        return rho
+
+
+def ledger_rho(ledger: Iterable[SpendRecord]) -> float:
+    """Total ρ of the records spent by this release (zCDP composition; priors excluded)."""
+    return math.fsum(r.rho or 0.0 for r in ledger if r.status == "spent")

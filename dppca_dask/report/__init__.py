@@ -1,0 +1,1 @@
+"""The HTML report (report.html) and its per-kind sections."""

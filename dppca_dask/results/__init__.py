@@ -1,0 +1,1 @@
+"""Result types (xarray-backed, written to Zarr/NetCDF) and load_result."""

@@ -1,0 +1,352 @@
+"""Result types: thin frozen wrappers around one labelled :class:`xarray.Dataset`.
+
+Every result stores its data variables, plus two attrs: ``dppca_kind`` (which result type) and
+``dppca_metadata`` (JSON: n, p, budgets, ledger, calibration, whether the noise generator was
+seeded -- never the seed). Non-private reference variables carry ``private = 0`` and a
+description starting with "NOT PRIVATE". ``to_zarr``/``to_netcdf`` write the Dataset atomically
+(a temporary sibling, then a rename) and refuse to overwrite unless asked; :func:`load_result`
+reads either back into the same result type.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import xarray as xr
+
+from dppca_dask._rformat import format_r_matrix, format_r_scalar
+from dppca_dask.errors import InputError, OutputExistsError
+from dppca_dask.privacy.accounting import (
+    SpendRecord,
+    ledger_from_dicts,
+    ledger_to_dicts,
+    ledger_totals,
+)
+from dppca_dask.privacy.budget import BudgetPlan
+from dppca_dask.privacy.zcdp import ZCDPPlan
+
+__all__ = [
+    "LoadingResult",
+    "LoadingSummary",
+    "build_loading_result",
+    "load_result",
+    "write_atomically",
+]
+
+_RESULT_TYPES: dict[str, type[Result]] = {}
+
+
+def package_version() -> str:
+    try:
+        return importlib_metadata.version("dppca_dask")
+    except importlib_metadata.PackageNotFoundError:  # pragma: no cover - source checkout
+        return "0+unknown"
+
+
+def write_atomically(
+    path: str | os.PathLike[str], writer: Callable[[str], None], *, overwrite: bool = False
+) -> str:
+    """Run ``writer(tmp)`` on a temporary sibling of ``path``, then move it into place.
+
+    A failed write leaves nothing at ``path``; an existing ``path`` is an error unless
+    ``overwrite`` (then it is replaced only after the new output is complete).
+    """
+    target = Path(path)
+    if target.exists() and not overwrite:
+        raise OutputExistsError(
+            f"Output {str(target)!r} already exists; pass overwrite=True (CLI: --overwrite) "
+            "to replace it."
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        writer(str(tmp))
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            os.replace(target, old / target.name)
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink()
+    return str(target)
+
+
+@dataclass(frozen=True)
+class Result:
+    """Base of the result types: an immutable view of one Dataset."""
+
+    dataset: xr.Dataset
+    kind: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.kind:
+            _RESULT_TYPES[cls.kind] = cls
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """n, p, budgets, ledger, calibration, rng (seeded or not) and provenance."""
+        return json.loads(self.dataset.attrs["dppca_metadata"])
+
+    @property
+    def ledger(self) -> tuple[SpendRecord, ...]:
+        """Every mechanism call of this release (and recorded prior releases)."""
+        return ledger_from_dicts(self.metadata["ledger"])
+
+    def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
+        """Write the Dataset as a Zarr store (atomically; refuses to overwrite by default)."""
+        return write_atomically(
+            path, lambda tmp: self.dataset.to_zarr(tmp, mode="w", consolidated=False),
+            overwrite=overwrite,
+        )
+
+    def to_netcdf(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
+        """Write the Dataset as NetCDF-4 (h5netcdf engine; atomic; no overwrite by default)."""
+        return write_atomically(
+            path, lambda tmp: self.dataset.to_netcdf(tmp, engine="h5netcdf"), overwrite=overwrite
+        )
+
+
+def _freeze(ds: xr.Dataset) -> xr.Dataset:
+    for var in ds.variables.values():
+        if isinstance(var.data, np.ndarray):
+            var.data.flags.writeable = False
+    return ds
+
+
+def load_result(path: str | os.PathLike[str]) -> Result:
+    """Read a result written by ``to_zarr`` or ``to_netcdf`` back into its result type."""
+    target = Path(path)
+    if not target.exists():
+        raise InputError(f"Result not found: {str(target)!r}.")
+    try:
+        if target.is_dir():
+            ds = xr.open_zarr(target, consolidated=False).load()
+        else:
+            ds = xr.open_dataset(target, engine="h5netcdf").load()
+    except Exception as exc:
+        raise InputError(f"{str(target)!r} is not a readable dppca_dask result: {exc}") from exc
+    kind = ds.attrs.get("dppca_kind")
+    if kind not in _RESULT_TYPES or "dppca_metadata" not in ds.attrs:
+        raise InputError(f"{str(target)!r} is not a dppca_dask result (no 'dppca_kind' attribute).")
+    opener = getattr(_RESULT_TYPES[kind], "_open", None)
+    if opener is not None:  # a result stored as several groups (dp_pca)
+        return opener(target)
+    ds = _plain_strings(ds)
+    return _RESULT_TYPES[kind](_freeze(ds))
+
+
+def _plain_strings(ds: xr.Dataset) -> xr.Dataset:
+    """Labels come back from stores as object or StringDType arrays; make them plain ``str``."""
+    fixed = {}
+    for name, var in ds.variables.items():
+        if var.dtype.kind in "OT":
+            values = np.array([str(v) for v in var.values.ravel()]).reshape(var.shape)
+            fixed[name] = var.copy(data=values)
+    return ds.assign_coords({k: v for k, v in fixed.items() if k in ds.coords}).assign(
+        {k: v for k, v in fixed.items() if k not in ds.coords}
+    )
+
+
+def _budget_line(budget: dict[str, float]) -> str:
+    eps = format_r_scalar(budget["eps"])
+    delta = format_r_scalar(budget["delta"])
+    return f"Total privacy budget: eps = {eps} ; delta = {delta} "
+
+
+def _head(n: int, p: int, components: int) -> list[str]:
+    return [
+        f"Data: {n} observations x {p} variables",
+        f"Components: {components} PC directions",
+    ]
+
+
+def _matrix_block(title: str, matrix: xr.DataArray, digits: int) -> list[str]:
+    rows = min(6, matrix.shape[0])
+    cols = min(4, matrix.shape[1])
+    shown = matrix.isel(variable=slice(0, rows), component=slice(0, cols))
+    return [
+        f"{title}  (first {rows} variables x first {cols} PCs):",
+        format_r_matrix(
+            shown.values.tolist(),
+            [str(v) for v in shown["variable"].values],
+            [str(c) for c in shown["component"].values],
+            digits=digits,
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class LoadingResult(Result):
+    """Private PC directions (``dp_loading``); see :func:`~dppca_dask.dp_loading`."""
+
+    kind: ClassVar[str] = "loading"
+
+    @property
+    def directions(self) -> xr.DataArray:
+        """Private directions, dims ``(variable, component)``, orthonormal columns PC1..PCp."""
+        return self.dataset["directions"]
+
+    @property
+    def nonprivate(self) -> xr.DataArray | None:
+        """Ordinary covariance PC directions (NOT private), or ``None`` when not stored."""
+        return self.dataset.get("nonprivate_directions")
+
+    def summary(self) -> LoadingSummary:
+        """Summarise the fit without recomputing anything or spending budget."""
+        return LoadingSummary(self.directions, self.nonprivate, self.metadata)
+
+    def plot(
+        self,
+        type: Any = ("vector", "point", "heatmap"),
+        heatmap_components: Any = (1, 2, 3),
+        variables: Any = "all",
+        *,
+        axes: Any = (1, 2),
+    ) -> Any:
+        """Vector, point and heatmap panels (SPEC §9.3); see
+        :func:`dppca_dask.plots.loading.plot_loading`."""
+        from dppca_dask.plots.loading import plot_loading
+
+        return plot_loading(self, type=type, heatmap_components=heatmap_components,
+                            variables=variables, axes=axes)
+
+    def __repr__(self) -> str:
+        meta = self.metadata
+        stored = "stored" if self.nonprivate is not None else "not stored"
+        return "\n".join(
+            [
+                "Differentially Private PC Directions",
+                *_head(meta["n"], meta["p"], self.directions.shape[1]),
+                _budget_line(meta["privacy"]["allocations"]["loading"]),
+                f"Non-private reference: {stored} ",
+            ]
+        )
+
+
+@dataclass(frozen=True)
+class LoadingSummary:
+    """What ``LoadingResult.summary()`` returns; printing shows at most 6 variables × 4 PCs."""
+
+    directions: xr.DataArray
+    nonprivate: xr.DataArray | None
+    metadata: dict[str, Any]
+    digits: int = 3
+
+    def __repr__(self) -> str:
+        meta = self.metadata
+        lines = [
+            "DP PC Directions Summary",
+            *_head(meta["n"], meta["p"], self.directions.shape[1]),
+            "",
+            *_matrix_block("Private PC directions", self.directions, self.digits),
+            "",
+        ]
+        if self.nonprivate is not None:
+            lines += [*_matrix_block("Non-private PC directions", self.nonprivate, self.digits), ""]
+        stored = "stored" if self.nonprivate is not None else "not stored"
+        lines += [
+            _budget_line(meta["privacy"]["allocations"]["loading"]),
+            f"Non-private reference: {stored} ",
+            "The full direction matrix is available in $directions.",
+        ]
+        if self.nonprivate is not None:
+            lines.append("The non-private reference matrix is available in $nonprivate.")
+        return "\n".join(lines)
+
+
+def _labels(values: Any) -> np.ndarray:
+    """String labels as an object array: stored as variable-length UTF-8 by Zarr and NetCDF."""
+    return np.array([str(v) for v in values], dtype=object)
+
+
+def base_metadata(
+    *,
+    kind: str,
+    n: int,
+    p: int,
+    plan: BudgetPlan | ZCDPPlan,
+    ledger: Sequence[SpendRecord],
+    calibration: str,
+    seeded: bool,
+    non_private: bool,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Metadata common to every release (JSON-ready; holds no seed and no data statistic)."""
+    return {
+        "kind": kind,
+        "package": "dppca_dask",
+        "version": package_version(),
+        "n": n,
+        "p": p,
+        "privacy": plan.as_dict(),
+        "calibration": calibration,
+        "ledger": ledger_to_dicts(ledger),
+        "ledger_total": ledger_totals(ledger),
+        "rng": {"seeded": seeded, "source": "caller-seeded" if seeded else "os-entropy"},
+        "non_private": non_private,
+        **(extra or {}),
+    }
+
+
+def build_loading_result(
+    *,
+    directions: np.ndarray,
+    nonprivate: np.ndarray | None,
+    variables: Sequence[str],
+    n: int,
+    plan: BudgetPlan,
+    ledger: Sequence[SpendRecord],
+    calibration: str,
+    seeded: bool,
+    extra: dict[str, Any] | None = None,
+) -> LoadingResult:
+    p = len(variables)
+    coords = {
+        "variable": _labels(variables),
+        "component": _labels(f"PC{j + 1}" for j in range(p)),
+    }
+    data_vars = {
+        "directions": (
+            ("variable", "component"),
+            directions,
+            {"private": 1, "description": "private PC directions (orthonormal columns)"},
+        )
+    }
+    if nonprivate is not None:
+        data_vars["nonprivate_directions"] = (
+            ("variable", "component"),
+            nonprivate,
+            {
+                "private": 0,
+                "description": "NOT PRIVATE: covariance PC directions, sign-aligned to the "
+                "private ones",
+            },
+        )
+    meta = base_metadata(
+        kind="loading", n=n, p=p, plan=plan, ledger=ledger, calibration=calibration,
+        seeded=seeded, non_private=nonprivate is not None, extra=extra,
+    )
+    ds = xr.Dataset(
+        data_vars,
+        coords=coords,
+        attrs={
+            "title": "dppca_dask: differentially private PC directions",
+            "dppca_kind": "loading",
+            "dppca_metadata": json.dumps(meta),
+        },
+    )
+    return LoadingResult(_freeze(ds))

@@ -1,0 +1,207 @@
+"""The ``dp_covariance`` result: :class:`CovarianceResult` (kind ``"covariance"``) and its summary.
+
+Dataset schema (dims ``variable`` and ``variable_``, both labelled with the variable names):
+
+* ``covariance(variable, variable_)`` -- the released Σ̂ (private; symmetric; positive definite
+  for ``pace_ggm``, PSD for ``ssp`` with projection, diagonal for ``diagonal``);
+* ``measured(variable, variable_)`` -- which entries were measured by a mechanism;
+* ``precision_weight(variable, variable_)`` -- the combined precision λ_jk = Σ 1/σ² of the
+  measurements of each entry, raw units (0 where unmeasured);
+* ``measurement(variable, variable_)`` -- the precision-weighted mean of the noisy measurements
+  (NaN where unmeasured; private, before clipping to the bounds);
+* ``bound(variable)`` -- the public bounds B_j;
+* with PACE-GGM's ``mean="measure"``: ``mean_measurement(variable)`` and
+  ``mean_precision_weight(variable)`` -- the noisy column means and their precisions (private);
+* with ``report_clipping=True``: ``clipped_count(variable)`` -- NOT PRIVATE.
+
+attrs: ``dppca_kind`` and ``dppca_metadata`` (JSON: n, p, the zCDP plan, the ledger of every
+mechanism call, ``ledger_total`` {rho, and eps at the requested delta}, method, control, rounds,
+measured fraction, solver statistics; never a seed or a data statistic).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import xarray as xr
+
+from dppca_dask._rformat import format_r_matrix, format_r_scalar
+from dppca_dask.privacy.zcdp import ZCDPPlan, ledger_rho, zcdp_eps
+from dppca_dask.results.base import Result, _freeze, _labels, base_metadata
+
+__all__ = ["CovarianceResult", "CovarianceSummary", "build_covariance_result"]
+
+_TITLES = {"pace_ggm": "PACE-GGM", "ssp": "SSP", "diagonal": "diagonal"}
+
+
+def _r(value: float) -> str:
+    return format_r_scalar(value)
+
+
+def _budget(meta: dict[str, Any]) -> str:
+    privacy = meta["privacy"]
+    if privacy.get("delta") is None:
+        return f"Total privacy budget: rho = {_r(privacy['rho'])} (zCDP)"
+    return (f"Total privacy budget: eps = {_r(privacy['eps'])} ; delta = "
+            f"{_r(privacy['delta'])} (as rho = {_r(privacy['rho'])} zCDP)")
+
+
+def _bounds(values: np.ndarray) -> str:
+    if np.all(values == values[0]):
+        return f"Bounds: |x_j| <= {_r(float(values[0]))} (public)"
+    return (f"Bounds: |x_j| <= B_j, B_j in [{_r(float(values.min()))}, "
+            f"{_r(float(values.max()))}] (public)")
+
+
+def _measured(meta: dict[str, Any]) -> str:
+    count, pairs = meta["measured_offdiagonal"], meta["offdiagonal_pairs"]
+    share = 100.0 * count / pairs if pairs else 0.0
+    line = f"Measured: {count} of {pairs} off-diagonal entries ({share:.1f}%)"
+    if meta["method"] == "pace_ggm":
+        line += f" in {meta['rounds']} rounds"
+    return line
+
+
+@dataclass(frozen=True)
+class CovarianceResult(Result):
+    """A private covariance (second-moment) matrix; see :func:`~dppca_dask.dp_covariance`."""
+
+    kind: ClassVar[str] = "covariance"
+
+    @property
+    def covariance(self) -> xr.DataArray:
+        """The released Σ̂, dims ``(variable, variable_)``."""
+        return self.dataset["covariance"]
+
+    @property
+    def measured(self) -> xr.DataArray:
+        """Boolean mask of the entries a mechanism measured."""
+        return self.dataset["measured"]
+
+    @property
+    def weights(self) -> xr.DataArray:
+        """Combined measurement precisions λ_jk (0 where unmeasured), raw units."""
+        return self.dataset["precision_weight"]
+
+    @property
+    def method(self) -> str:
+        return str(self.metadata["method"])
+
+    def summary(self) -> CovarianceSummary:
+        """Summarise the release without recomputing anything or spending budget."""
+        return CovarianceSummary(self.covariance, self.dataset["bound"].values, self.metadata)
+
+    def __repr__(self) -> str:
+        meta = self.metadata
+        return "\n".join([
+            f"Differentially Private Covariance ({_TITLES[meta['method']]})",
+            f"Data: {meta['n']} observations x {meta['p']} variables",
+            _measured(meta),
+            _budget(meta),
+            _bounds(self.dataset["bound"].values),
+        ])
+
+
+@dataclass(frozen=True)
+class CovarianceSummary:
+    """What ``CovarianceResult.summary()`` returns; printing shows at most 6 × 4 entries."""
+
+    covariance: xr.DataArray
+    bounds: np.ndarray
+    metadata: dict[str, Any]
+    digits: int = 3
+
+    def __repr__(self) -> str:
+        meta = self.metadata
+        rows, cols = min(6, self.covariance.shape[0]), min(4, self.covariance.shape[1])
+        shown = self.covariance.isel(variable=slice(0, rows), variable_=slice(0, cols))
+        parts: dict[str, float] = {}
+        for record in meta["ledger"]:
+            parts[record["component"]] = parts.get(record["component"], 0.0) + record["rho"]
+        spent = " ; ".join(f"{name} {_r(value)}" for name, value in parts.items())
+        lines = [
+            "DP Covariance Summary",
+            f"Data: {meta['n']} observations x {meta['p']} variables",
+            f"Method: {meta['method']}",
+            _measured(meta),
+            "",
+            f"Private covariance  (first {rows} variables x first {cols} variables):",
+            format_r_matrix(shown.values.tolist(), [str(v) for v in shown["variable"].values],
+                            [str(v) for v in shown["variable_"].values], digits=self.digits),
+            "",
+            f"Privacy spent (rho, zCDP): {spent} ; total {_r(meta['ledger_total']['rho'])}",
+            _budget(meta),
+            _bounds(self.bounds),
+            "The full matrix is available in $covariance; measured entries in $measured.",
+        ]
+        return "\n".join(lines)
+
+
+def build_covariance_result(
+    estimate: Any,
+    *,
+    variables: Sequence[str],
+    n: int,
+    bounds: np.ndarray,
+    plan: ZCDPPlan,
+    control: dict[str, Any] | None,
+    seeded: bool,
+    clipped: np.ndarray | None = None,
+) -> CovarianceResult:
+    """Wrap a :class:`~dppca_dask.covariance.estimator.CovarianceEstimate` as a result."""
+    p = len(variables)
+    names = _labels(variables)
+    pair = ("variable", "variable_")
+    data_vars: dict[str, Any] = {
+        "covariance": (pair, np.asarray(estimate.covariance, dtype=np.float64),
+                       {"private": 1, "description": "private second-moment matrix X'X/n of "
+                        "the data clipped to the public bounds"}),
+        "measured": (pair, np.asarray(estimate.measured, dtype=bool),
+                     {"private": 1, "description": "entries measured by a mechanism"}),
+        "precision_weight": (pair, np.asarray(estimate.weights, dtype=np.float64),
+                             {"private": 1, "description": "combined measurement precision "
+                              "(sum of 1/sigma^2), 0 where unmeasured"}),
+        "measurement": (pair, np.asarray(estimate.measurements, dtype=np.float64),
+                        {"private": 1, "description": "precision-weighted mean of the noisy "
+                         "measurements, NaN where unmeasured"}),
+        "bound": (("variable",), np.asarray(bounds, dtype=np.float64),
+                  {"private": 0, "description": "public bounds B_j (data clipped to [-B_j, B_j])"}),
+    }
+    if estimate.mean is not None:
+        data_vars["mean_measurement"] = (
+            ("variable",), np.asarray(estimate.mean, dtype=np.float64),
+            {"private": 1, "description": "noisy column means (PACE-GGM with mean='measure'), "
+             "precision-weighted"},
+        )
+        data_vars["mean_precision_weight"] = (
+            ("variable",), np.asarray(estimate.mean_weights, dtype=np.float64),
+            {"private": 1, "description": "combined precision of the mean measurements"},
+        )
+    if clipped is not None:
+        data_vars["clipped_count"] = (
+            ("variable",), np.asarray(clipped, dtype=np.int64),
+            {"private": 0, "description": "NOT PRIVATE: number of values outside the bounds"},
+        )
+    rho = ledger_rho(estimate.ledger)
+    total: dict[str, Any] = {"rho": rho}
+    if plan.delta is not None:
+        total.update(eps=zcdp_eps(rho, plan.delta), delta=plan.delta)
+    meta = base_metadata(
+        kind="covariance", n=n, p=p, plan=plan, ledger=estimate.ledger, calibration="zcdp",
+        seeded=seeded, non_private=clipped is not None,
+        extra={**estimate.info, "control": control, "bounds": np.asarray(bounds).tolist(),
+               "ledger_total": total},
+    )
+    ds = xr.Dataset(
+        data_vars, coords={"variable": names, "variable_": names.copy()},
+        attrs={
+            "title": "dppca_dask: differentially private covariance",
+            "dppca_kind": "covariance",
+            "dppca_metadata": json.dumps(meta),
+        },
+    )
+    return CovarianceResult(_freeze(ds))

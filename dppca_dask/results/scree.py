@@ -1,0 +1,248 @@
+"""The result of ``dp_scree``: private scree values and PVE as a labelled xarray Dataset.
+
+Schema (dims ``method`` × ``component``, plus ``variable`` for the directions):
+
+* ``scree``, ``pve`` (method, component) -- the private releases after post-processing;
+* ``scree_raw`` (method, component) -- the private values before the monotone (PAVA) step;
+* ``directions`` (variable, component) -- the directions the scores were taken on (the loading
+  release, or the supplied ``V_dp``);
+* ``center`` (component) -- the public centre of the scores (a private release, or the supplied
+  constants); absent for the empirical centre, which is not released;
+* ``scree_nonprivate``, ``pve_nonprivate`` (component) -- **NOT private**: the first k eigenvalues
+  of the sample covariance and their PVE, when ``non_private=True``; with them
+  ``direction_variance_nonprivate`` (component), the exact variance along each released direction
+  (the quantity every mechanism estimates; the private values converge to it as ε → ∞).
+
+The metadata (attrs) hold the budget plan, the ledger of every mechanism call, the controls, the
+centring and the seeded flag -- never the seed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import xarray as xr
+
+from dppca_dask._rformat import format_r_matrix, format_r_scalar
+from dppca_dask.privacy.accounting import SpendRecord
+from dppca_dask.privacy.budget import BudgetPlan
+from dppca_dask.results.base import Result, _freeze, _labels, base_metadata
+
+__all__ = ["ScreeResult", "ScreeSummary", "build_scree_result"]
+
+SHOWN_COMPONENTS = 8
+_NOT_PRIVATE = "NOT PRIVATE: "
+
+
+def _budget(entry: Mapping[str, float]) -> str:
+    return f"eps = {format_r_scalar(entry['eps'])} ; delta = {format_r_scalar(entry['delta'])}"
+
+
+@dataclass(frozen=True)
+class ScreeResult(Result):
+    """Private scree values and PVE (``dp_scree``); see :func:`~dppca_dask.dp_scree`.
+
+    Select a method with ``fit.scree.sel({"method": "clipped"})``: ``method`` is also a keyword
+    of xarray's ``sel``, so ``sel(method=...)`` does not select.
+    """
+
+    kind: ClassVar[str] = "scree"
+
+    @property
+    def scree(self) -> xr.DataArray:
+        """Private scree values, dims ``(method, component)``."""
+        return self.dataset["scree"]
+
+    @property
+    def pve(self) -> xr.DataArray:
+        """Private proportions of variance explained over the k components, ``(method, component)``."""
+        return self.dataset["pve"]
+
+    @property
+    def scree_raw(self) -> xr.DataArray:
+        """Private scree values before the monotone post-processing."""
+        return self.dataset["scree_raw"]
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return tuple(str(m) for m in self.dataset["method"].values)
+
+    @property
+    def k(self) -> int:
+        return int(self.dataset.sizes["component"])
+
+    @property
+    def directions(self) -> xr.DataArray:
+        """The directions the scores were computed on, ``(variable, component)``."""
+        return self.dataset["directions"]
+
+    @property
+    def center(self) -> xr.DataArray | None:
+        """The public centre of the scores, or ``None`` for the (unreleased) empirical centre."""
+        return self.dataset.get("center")
+
+    @property
+    def nonprivate(self) -> xr.Dataset | None:
+        """NOT private: ``scree``, ``pve`` and ``direction_variance`` references, or ``None``."""
+        if "scree_nonprivate" not in self.dataset:
+            return None
+        return xr.Dataset({
+            "scree": self.dataset["scree_nonprivate"],
+            "pve": self.dataset["pve_nonprivate"],
+            "direction_variance": self.dataset["direction_variance_nonprivate"],
+        })
+
+    def summary(self) -> ScreeSummary:
+        """Summarise the fit without recomputing anything or spending budget."""
+        return ScreeSummary(self.dataset, self.metadata)
+
+    def plot(self, type: str = "pve", *, control: Any = None, ax: Any = None) -> Any:
+        """Scree or PVE curves (SPEC §5.6); returns the matplotlib Figure.
+
+        With the non-private reference stored the figure shows it and is **not** a private
+        release. See :func:`dppca_dask.plots.scree.plot_scree`.
+        """
+        from dppca_dask.plots.scree import plot_scree
+
+        return plot_scree(self, type=type, control=control, ax=ax)
+
+    def _head(self) -> list[str]:
+        meta = self.metadata
+        return [
+            f"Data: {meta['n']} observations x {meta['p']} variables",
+            f"Components: {self.k} principal components",
+            f"Methods: {', '.join(self.methods)}",
+        ]
+
+    def _budget_lines(self) -> list[str]:
+        meta = self.metadata
+        alloc = meta["privacy"]["allocations"]
+        loading = alloc["loading"]
+        how = ("prior release (supplied V_dp), not spent again" if loading["status"] == "prior"
+               else "spent on the directions")
+        share = meta["scree"]["center_share"]
+        scree_note = "each method" + (f"; {format_r_scalar(100 * share)}% of it on the private "
+                                      "centre, shared" if share else "")
+        return [
+            f"Total privacy budget: {_budget(meta['privacy']['total'])} ",
+            f"  loading: {_budget(loading)} ({how})",
+            f"  scree: {_budget(alloc['scree'])} ({scree_note})",
+            f"  spent by this release (basic composition): {_budget(meta['ledger_total'])}",
+        ]
+
+    def _tail(self) -> list[str]:
+        meta = self.metadata
+        center = meta["scree"]["center"]
+        line = {"private": "private", "empirical": "empirical (OUTSIDE the privacy guarantee)",
+                "constants": "public constants"}[center]
+        stored = "stored" if self.nonprivate is not None else "not stored"
+        return [f"Centering: {line} ", f"Non-private reference: {stored} "]
+
+    def __repr__(self) -> str:
+        return "\n".join(["Differentially Private Scree Values", *self._head(),
+                          *self._budget_lines(), *self._tail()])
+
+
+def _table(title: str, values: np.ndarray, rows: Sequence[str], comps: Sequence[str],
+           digits: int) -> list[str]:
+    shown = min(SHOWN_COMPONENTS, len(comps))
+    more = f" (first {shown} of {len(comps)} components)" if shown < len(comps) else ""
+    return [f"{title}{more}:",
+            format_r_matrix(np.atleast_2d(values)[:, :shown].tolist(), rows,
+                            list(comps[:shown]), digits=digits)]
+
+
+@dataclass(frozen=True)
+class ScreeSummary:
+    """What ``ScreeResult.summary()`` returns; prints tables of at most 8 components."""
+
+    dataset: xr.Dataset
+    metadata: dict[str, Any]
+    digits: int = 3
+
+    def __repr__(self) -> str:
+        result = ScreeResult(self.dataset)
+        comps = [str(c) for c in self.dataset["component"].values]
+        methods = list(result.methods)
+        lines = ["DP Scree Summary", *result._head(), ""]
+        lines += _table("Private scree values", self.dataset["scree"].values, methods, comps,
+                        self.digits)
+        lines += _table("Private PVE", self.dataset["pve"].values, methods, comps, self.digits)
+        if result.nonprivate is not None:
+            ref = np.vstack([self.dataset["scree_nonprivate"].values,
+                             self.dataset["pve_nonprivate"].values])
+            lines += _table("Non-private reference (NOT private)", ref, ["scree", "pve"], comps,
+                            self.digits)
+        lines += ["", *result._budget_lines(), *result._tail(),
+                  "The full values are available in $scree and $pve."]
+        return "\n".join(lines)
+
+
+def build_scree_result(
+    *,
+    methods: Sequence[str],
+    scree: np.ndarray,
+    scree_raw: np.ndarray,
+    pve: np.ndarray,
+    directions: np.ndarray,
+    variables: Sequence[str],
+    center: np.ndarray | None,
+    center_private: bool,
+    nonprivate: Mapping[str, np.ndarray] | None,
+    n: int,
+    plan: BudgetPlan,
+    ledger: Sequence[SpendRecord],
+    calibration: str,
+    seeded: bool,
+    scree_meta: dict[str, Any],
+) -> ScreeResult:
+    k = directions.shape[1]
+    coords = {
+        "method": _labels(methods),
+        "component": _labels(f"PC{j + 1}" for j in range(k)),
+        "variable": _labels(variables),
+    }
+    mc = ("method", "component")
+    data_vars: dict[str, Any] = {
+        "scree": (mc, scree, {"private": 1, "description": "private scree values (variance "
+                              "along each direction), after post-processing"}),
+        "pve": (mc, pve, {"private": 1, "description": "private proportion of variance explained "
+                          "over the k returned components"}),
+        "scree_raw": (mc, scree_raw, {"private": 1, "description": "private scree values before "
+                                      "the monotone post-processing"}),
+        "directions": (("variable", "component"), directions,
+                       # private unless the caller supplied a plain matrix (their own input)
+                       {"private": int(scree_meta["directions"] != "supplied matrix"),
+                        "description": f"directions of the scores ({scree_meta['directions']})"}),
+    }
+    if center is not None:
+        data_vars["center"] = ("component", center, {
+            "private": int(center_private),
+            "description": "private centre of the scores" if center_private
+            else "public centre constants of the scores (supplied)"})
+    if nonprivate is not None:
+        for name, text in (
+            ("scree", "first k eigenvalues of the sample covariance"),
+            ("pve", "their proportions of variance explained over k"),
+            ("direction_variance", "exact sample variance along each released direction"),
+        ):
+            data_vars[f"{name}_nonprivate"] = ("component", nonprivate[name],
+                                               {"private": 0, "description": _NOT_PRIVATE + text})
+    meta = base_metadata(
+        kind="scree", n=n, p=len(variables), plan=plan, ledger=ledger, calibration=calibration,
+        seeded=seeded, non_private=nonprivate is not None, extra={"scree": scree_meta},
+    )
+    ds = xr.Dataset(
+        data_vars,
+        coords=coords,
+        attrs={
+            "title": "dppca_dask: differentially private scree values",
+            "dppca_kind": "scree",
+            "dppca_metadata": json.dumps(meta),
+        },
+    )
+    return ScreeResult(_freeze(ds))
