@@ -10,7 +10,8 @@ it has no scripts and no external links. It shows, in order:
   its basic-composition total;
 * sections contributed by the result's kind (directions, scree/PVE table, frame and histograms…);
 * every figure (the PNGs the run wrote, or figures drawn from the result);
-* the resolved config (never a seed) and the work of the data passes (tasks, wall time).
+* the resolved config (never a seed) and the work of the data passes (tasks; no wall time: it
+  depends on the data).
 
 Each result kind contributes sections and default figures through :func:`register_report`; a kind
 without a contributor still gets every generic section. Everything shown is read from the result,
@@ -20,15 +21,24 @@ the config and public metadata: the report is post-processing and spends no budg
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dppca_dask._rformat import format_r_scalar
+import dppca_dask.report.sections  # noqa: F401 - registers the built-in kinds
+from dppca_dask.report.elements import (
+    Raw,
+    Section,
+    esc,
+    figures_for,
+    num,
+    pre,
+    register_report,
+    sections_for,
+    table,
+)
 
 __all__ = [
     "FIGURE_CAPTIONS",
@@ -40,20 +50,6 @@ __all__ = [
     "write_report",
 ]
 
-
-@dataclass(frozen=True)
-class Section:
-    """One titled block of the report; ``body`` is trusted HTML built by this module."""
-
-    title: str
-    body: str
-    anchor: str = ""
-
-
-SectionFn = Callable[[Any], list[Section]]
-FigureFn = Callable[[Any, Any], list[tuple[str, Any]]]
-_SECTIONS: dict[str, SectionFn] = {}
-_FIGURES: dict[str, FigureFn] = {}
 
 FIGURE_CAPTIONS: dict[str, str] = {
     "pca.png": "dp_pca: PVE, loading vectors, synthetic scores and biplot",
@@ -67,74 +63,6 @@ FIGURE_CAPTIONS: dict[str, str] = {
     "score_sample.png": "Synthetic score samples from the private histograms",
 }
 """Captions of the figure files the tasks write; other files are captioned from their names."""
-
-
-def register_report(kind: str, *, sections: SectionFn | None = None,
-                    figures: FigureFn | None = None) -> None:
-    """Let results of ``kind`` contribute sections and default figures to the report.
-
-    ``sections(result) -> [Section]``; ``figures(result, rng) -> [(caption, matplotlib
-    Figure)]`` is used only when the caller gives no figures (the runner passes the PNGs its
-    task wrote).
-    """
-    if sections is not None:
-        _SECTIONS[kind] = sections
-    if figures is not None:
-        _FIGURES[kind] = figures
-
-
-# --- small HTML helpers -------------------------------------------------------------------------
-
-
-def esc(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def num(value: Any, digits: int = 4) -> str:
-    """A number for a table cell: R's format for budgets, 4 significant digits otherwise."""
-    if value is None:
-        return ""
-    if isinstance(value, bool | str):
-        return esc(value)
-    v = float(value)
-    if not math.isfinite(v):
-        return esc(v)
-    return esc(format_r_scalar(v, digits))
-
-
-def table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, total: Sequence[Any] | None
-          = None, numeric: Collection[int] | None = None) -> str:
-    """An HTML table; cells are escaped unless they are :class:`Raw`; ``numeric`` columns (default:
-    all but the first) are right-aligned."""
-    def cell(tag: str, value: Any, j: int) -> str:
-        text = value.html if isinstance(value, Raw) else esc(value)
-        right = j in numeric if numeric is not None else j >= 1
-        cls = ' class="n"' if right and tag == "td" else ""
-        return f"<{tag}{cls}>{text}</{tag}>"
-
-    head = "".join(cell("th", h, -1) for h in header)
-    body = "".join("<tr>" + "".join(cell("td", v, j) for j, v in enumerate(row)) + "</tr>"
-                   for row in rows)
-    foot = ("<tfoot><tr>" + "".join(cell("td", v, j) for j, v in enumerate(total))
-            + "</tr></tfoot>") if total is not None else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>{foot}</table>"
-
-
-@dataclass(frozen=True)
-class Raw:
-    """Trusted HTML inside a :func:`table` cell."""
-
-    html: str
-
-
-def matrix_table(values: Any, rows: Sequence[str], cols: Sequence[str], *, corner: str = "",
-                 digits: int = 3) -> str:
-    return table([corner, *cols], ([r, *[Raw(num(v, digits)) for v in line]]
-                                   for r, line in zip(rows, values, strict=True)))
-
-
-def pre(text: str) -> str:
-    return f"<pre>{esc(text)}</pre>"
 
 
 # --- figures ------------------------------------------------------------------------------------
@@ -357,18 +285,16 @@ def render_report(
     >>> page.startswith("<!DOCTYPE html>") and "Privacy budget and ledger" in page
     True
     """
-    import dppca_dask.report.sections  # noqa: F401 - registers the built-in kinds
-
     meta = result.metadata
     kind = meta.get("kind", getattr(result, "kind", "result"))
     title = title or f"dppca_dask report: {kind} release"
     if figures is None:
-        draw = _FIGURES.get(kind)
+        draw = figures_for(kind)
         figures = draw(result, rng) if draw is not None else []
     sections = [
         _dataset_section(result, source),
         Section("Figures", _figure_html(figures), "figures"),
-        *(_SECTIONS[kind](result) if kind in _SECTIONS else []),
+        *(contribute(result) if (contribute := sections_for(kind)) else []),
         _budget_section(result),
         Section("Printed result and summary", pre(repr(result)) + (
             pre(repr(result.summary())) if hasattr(result, "summary") else ""), "result"),

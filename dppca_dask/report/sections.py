@@ -8,7 +8,7 @@
 * ``pca`` -- the three parts' sections; default figure: the combined dp_pca figure.
 
 Other kinds (e.g. covariance) get the report's generic sections only, until they register their
-own with :func:`~dppca_dask.report.html.register_report`.
+own with :func:`~dppca_dask.report.elements.register_report`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dppca_dask.report.html import Raw, Section, matrix_table, num, register_report, table
+from dppca_dask.report.elements import Raw, Section, matrix_table, num, register_report, table
 
 __all__ = ["loading_sections", "pca_sections", "score_sections", "scree_sections"]
 
