@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -110,3 +110,27 @@ def parse_choice(
         return value
     rule = "a str among {" + ", ".join(repr(c) for c in choices) + "}"
     raise bad_param(name, owner, rule, value, cls=cls)
+
+
+_AXES_RULE = "a pair (a, b) of two different positive ints"
+
+
+def parse_axes(axes: Any, owner: str, limit: int | None = None) -> tuple[int, int]:
+    """Validate ``axes`` (1-based, two different components, at most ``limit``)."""
+    items = list(axes) if isinstance(axes, Sequence | np.ndarray) and not isinstance(
+        axes, str) else None
+    if items is None or len(items) != 2:
+        raise bad_param("axes", owner, _AXES_RULE, axes)
+    out = []
+    for v in items:
+        if (isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer | float)
+                or not float(v).is_integer() or v < 1):
+            raise bad_param("axes", owner, "a pair of positive ints (1-based component numbers)",
+                            axes)
+        out.append(int(v))
+    if out[0] == out[1]:
+        raise bad_param("axes", owner, "a pair of two different components", axes)
+    if limit is not None and max(out) > limit:
+        raise bad_param("axes", owner, f"a pair of ints not exceeding the number of directions "
+                        f"({limit})", axes)
+    return out[0], out[1]

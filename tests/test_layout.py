@@ -41,3 +41,42 @@ def test_layout__the_scan_sees_the_draws_it_allows():
     assert _draw_calls(PACKAGE / "privacy" / "mechanisms.py")
     assert _draw_calls(PACKAGE / "privacy" / "exact_noise.py")
     assert all(_draw_calls(PACKAGE / p) for p in POST_PROCESSING_SAMPLERS)
+
+
+def _imports(path: Path, names: set[str]) -> set[str]:
+    """The package modules ``path`` imports, at any depth (function-level imports count too)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dppca_dask"):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                out.add(full if full in names else node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("dppca_dask"))
+    return out & names
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_layout__no_import_cycles():
+    modules = {_module_name(p): p for p in _modules()}
+    graph = {name: _imports(path, set(modules)) - {name} for name, path in modules.items()}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                cycles.append(stack[stack.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep, [*stack, dep])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)

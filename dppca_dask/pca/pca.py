@@ -38,7 +38,7 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
-from dppca_dask._validation import parse_bool, parse_choice, parse_int
+from dppca_dask._validation import parse_axes, parse_bool, parse_choice, parse_int
 from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.graph.compute import compute
 from dppca_dask.graph.scree_passes import DaskBackend
@@ -48,7 +48,7 @@ from dppca_dask.pca.frame import FRAME_METHODS
 from dppca_dask.pca.histograms import parse_bins
 from dppca_dask.pca.histograms import parse_methods as parse_score_methods
 from dppca_dask.pca.loading import SENSITIVITIES, _fit_loading
-from dppca_dask.pca.score import _parse_directions, _score_steps, parse_axes
+from dppca_dask.pca.score import _parse_directions, _score_steps
 from dppca_dask.pca.scree import DEFAULT_MAX_K, _fit_scree, _parse_center
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dppca_dask._validation import bad_param, parse_bool, parse_choice
+from dppca_dask._validation import bad_param, parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
 from dppca_dask.graph.steps import Steps, run_steps
 from dppca_dask.io.data import DataSource, as_data
@@ -49,34 +49,10 @@ from dppca_dask.results.base import _freeze, _labels, base_metadata
 from dppca_dask.results.score import ScoreResult
 from dppca_dask.rng import RngState, as_rng
 
-__all__ = ["FRAME_SHARE", "dp_score", "parse_axes"]
+__all__ = ["FRAME_SHARE", "dp_score"]
 
 FRAME_SHARE = 0.35
 """Share of the score ε spent on the private frame; the histogram gets the rest and all of δ."""
-
-_AXES_RULE = "a pair (a, b) of two different positive ints"
-
-
-def parse_axes(axes: Any, owner: str, limit: int | None = None) -> tuple[int, int]:
-    """Validate ``axes`` (1-based, two different components, at most ``limit``)."""
-    items = list(axes) if isinstance(axes, Sequence | np.ndarray) and not isinstance(
-        axes, str) else None
-    if items is None or len(items) != 2:
-        raise bad_param("axes", owner, _AXES_RULE, axes)
-    out = []
-    for v in items:
-        if (isinstance(v, bool | np.bool_) or not isinstance(v, int | np.integer | float)
-                or not float(v).is_integer() or v < 1):
-            raise bad_param("axes", owner, "a pair of positive ints (1-based component numbers)",
-                            axes)
-        out.append(int(v))
-    if out[0] == out[1]:
-        raise bad_param("axes", owner, "a pair of two different components", axes)
-    if limit is not None and max(out) > limit:
-        raise bad_param("axes", owner, f"a pair of ints not exceeding the number of directions "
-                        f"({limit})", axes)
-    return out[0], out[1]
-
 
 def _parse_directions(V_dp: Any, source: DataSource, owner: str) -> np.ndarray:
     rule = (f"a {source.p} x k matrix of PC directions (a LoadingResult, DataArray or array with "

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dppca_dask._validation import bad_param
+from dppca_dask._validation import bad_param, parse_axes
 from dppca_dask.plots._style import SavedFigure
 
 __all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "plot_loading", "repel_labels"]
@@ -318,7 +318,6 @@ def plot_loading(
     >>> sorted(out.axes), out.data["heatmap"].shape
     (['colorbar', 'heatmap', 'point', 'vector'], (4, 3))
     """
-    from dppca_dask.pca.score import parse_axes
     from dppca_dask.plots._style import figure
 
     types = _parse_types(type)

@@ -196,9 +196,8 @@ def plot_pca(
     (['biplot', 'score'], 300, ['X1', 'X2', 'X3'])
     """
     from dppca_dask.pca.sampling import as_sampling_control
-    from dppca_dask.results.pca import PCAResult
 
-    if not isinstance(fit, PCAResult):
+    if getattr(fit, "kind", None) != "pca":  # duck-typed: plots do not import result types
         raise bad_param("fit", "plot_pca", "a PCAResult from dp_pca()", type(fit).__name__)
     chosen = _parse_panels(panels)
     ctl = _control(control)

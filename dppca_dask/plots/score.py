@@ -242,10 +242,8 @@ def plot_score(
     >>> sorted(out.axes), len(out.samples["add"]["uniform"])
     (['add', 'sample'], 300)
     """
-    from dppca_dask.results.score import ScoreResult
-
     owner = "plot"
-    if not isinstance(fit, ScoreResult):
+    if getattr(fit, "kind", None) != "score":  # duck-typed: plots do not import result types
         raise bad_param("fit", "plot_score", "a ScoreResult from dp_score()", type(fit).__name__)
     panels = _parse_private_plot(private_plot, owner)
     if control is None:

@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 
 from dppca_dask._rformat import format_r_scalar
+from dppca_dask._validation import parse_axes
 from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
 from dppca_dask.pca.pca import _fit_pca, expected_reads
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
-from dppca_dask.pca.score import parse_axes
 from dppca_dask.pca.scree import DEFAULT_MAX_K, _parse_center
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls

@@ -20,13 +20,14 @@ from typing import Any
 import pandas as pd
 
 from dppca_dask._rformat import format_r_scalar
+from dppca_dask._validation import parse_axes
 from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
 from dppca_dask.pca.loading import kendall_sensitivity
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
-from dppca_dask.pca.score import FRAME_SHARE, _fit_score, parse_axes
+from dppca_dask.pca.score import FRAME_SHARE, _fit_score
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget
 from dppca_dask.privacy.mechanisms import (
