@@ -21,6 +21,7 @@ from dppca_dask.privacy.accounting import (
 )
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.mechanisms import (
+    above_threshold,
     gaussian_histogram,
     gaussian_release,
     gaussian_symmetric_matrix,
@@ -272,3 +273,12 @@ def test_histogram_calibration__exact_integer_curve(calibration, eps):
     shifted[:-1, 1:] = joint[1:, :-1]  # (y_A + 1, y_B − 1)
     brute = np.clip(joint - math.exp(eps) * shifted, 0, None).sum()
     assert brute == pytest.approx(histogram_gaussian_delta(sd**2, eps), rel=1e-6, abs=1e-15)
+
+
+def test_above_threshold__record_does_not_follow_the_stopping_index():
+    early = above_threshold(np.array([100.0, 100, 100, 100]), threshold=5.0, eps=1.0,
+                            rng=np.random.default_rng(1), component="q")
+    late = above_threshold(np.array([0.0, 0, 0, 100]), threshold=50.0, eps=1.0,
+                           rng=np.random.default_rng(1), component="q")
+    assert early.value[0] != late.value[0]
+    assert early.record == late.record and early.record.draws == 5

@@ -214,16 +214,16 @@ def above_threshold(
     counts[i] + Exp(rate ε/2) ≥ T̃ (Durfee 2023, "Unbounded differentially private quantile and
     maximum estimation", Alg. 2; SPEC_dppca.md §5.5b). Counts have sensitivity 1 under
     replace-one adjacency and are monotone in i, so each step's comparison needs no further budget.
-    Draw order: one exponential for the threshold, then one per step tried.
+    Draw order: one exponential for the threshold, then one per step tried (the record states
+    the public upper bound, one more than the grid length).
 
     Returns a :class:`Release` whose value is ``(index, capped)``: the stopping index (0-based),
     and whether the search ran off the end of the grid (then ``index`` is the last one).
     """
     scale = 2.0 / eps
     noisy_threshold = threshold + float(rng.exponential(scale))
-    index, capped, draws = len(counts) - 1, True, 1
+    index, capped = len(counts) - 1, True
     for i, count in enumerate(counts):
-        draws += 1
         if float(count) + float(rng.exponential(scale)) >= noisy_threshold:
             index, capped = i, False
             break
@@ -236,7 +236,7 @@ def above_threshold(
         sensitivity_norm="count",
         noise="exponential",
         scale=scale,
-        draws=draws,
+        draws=len(counts) + 1,  # the public upper bound: the steps tried follow the released index
         note=label,
     )
     return Release((index, capped), record)
