@@ -71,7 +71,7 @@ def test_layout__no_import_cycles():
         state[node] = 1
         for dep in sorted(graph[node]):
             if state.get(dep) == 1:
-                cycles.append(stack[stack.index(dep):] + [dep])
+                cycles.append([*stack[stack.index(dep):], dep])
             elif dep not in state:
                 visit(dep, [*stack, dep])
         state[node] = 2
