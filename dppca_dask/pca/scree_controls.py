@@ -80,6 +80,10 @@ class ClippedControl:
     C_clip: float
     method: ClassVar[str] = "clipped"
 
+    def __post_init__(self) -> None:  # the invariant holds however the control is built
+        object.__setattr__(self, "C_clip", parse_real(self.C_clip, "C_clip", "clipped_control",
+                                                      low=0.0))
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -95,6 +99,24 @@ class PMWMControl:
     beta: float = 1.01
     split_mode: bool = True
     method: ClassVar[str] = "pmwm"
+
+    def __post_init__(self) -> None:  # the invariants hold however the control is built
+        owner = "pmwm_control"
+        a = parse_real(self.a, "a", owner)
+        b = parse_real(self.b, "b", owner)
+        if not math.isfinite(a):
+            raise bad_param("a", owner, "a finite float", self.a)
+        if not (math.isfinite(b) and b > a):
+            raise bad_param("b", owner, f"a finite float greater than a ({a!r})", self.b)
+        values = {
+            "a": a, "b": b,
+            "trim_const": parse_real(self.trim_const, "trim_const", owner, low=0.0),
+            "eta": parse_real(self.eta, "eta", owner, low=0.0, high=0.5, low_open=False),
+            "beta": parse_real(self.beta, "beta", owner, low=1.0),
+            "split_mode": parse_bool(self.split_mode, "split_mode", owner),
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,6 +134,29 @@ class HuberControl:
     T: int | None = None
     M: int | None = None
     method: ClassVar[str] = "huber"
+
+    def __post_init__(self) -> None:  # the invariants hold however the control is built
+        owner = "huber_control"
+        k_min = parse_int(self.k_min_m2, "k_min_m2", owner, low=K_RANGE[0], high=K_RANGE[1])
+        k_max = parse_int(self.k_max_m2, "k_max_m2", owner, low=K_RANGE[0], high=K_RANGE[1])
+        if k_max <= k_min:
+            raise bad_param("k_max_m2", owner, f"an int greater than k_min_m2 ({k_min})",
+                            self.k_max_m2)
+        mu0 = parse_real(self.mu0, "mu0", owner)
+        if not math.isfinite(mu0):
+            raise bad_param("mu0", owner, "a finite float", self.mu0)
+        eta0 = parse_real(self.eta0, "eta0", owner, low=0.0)
+        if not math.isfinite(eta0):
+            raise bad_param("eta0", owner, "a finite float in the range (0, inf)", self.eta0)
+        values = {
+            "k_min_m2": k_min, "k_max_m2": k_max,
+            "m2_frac": parse_real(self.m2_frac, "m2_frac", owner, low=0.0, high=1.0),
+            "mu0": mu0, "eta0": eta0,
+            "T": None if self.T is None else parse_int(self.T, "T", owner, low=1),
+            "M": None if self.M is None else parse_int(self.M, "M", owner, low=1),
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,7 +181,7 @@ def clipped_control(C_clip: float = _MISSING) -> ClippedControl:
     ClippedControl(C_clip=3.0)
     """
     _check_required("clipped", {"C_clip": C_clip})
-    return ClippedControl(parse_real(C_clip, "C_clip", "clipped_control", low=0.0))
+    return ClippedControl(C_clip)  # validated by the type itself
 
 
 def pmwm_control(
@@ -167,22 +212,8 @@ def pmwm_control(
     >>> pmwm_control(a=0, b=20, trim_const=10, eta=0.01).beta
     1.01
     """
-    owner = "pmwm_control"
     _check_required("pmwm", {"a": a, "b": b, "trim_const": trim_const, "eta": eta})
-    a = parse_real(a, "a", owner)
-    b = parse_real(b, "b", owner)
-    if not math.isfinite(a):
-        raise bad_param("a", owner, "a finite float", a)
-    if not (math.isfinite(b) and b > a):
-        raise bad_param("b", owner, f"a finite float greater than a ({a!r})", b)
-    return PMWMControl(
-        a,
-        b,
-        parse_real(trim_const, "trim_const", owner, low=0.0),
-        parse_real(eta, "eta", owner, low=0.0, high=0.5, low_open=False),
-        parse_real(beta, "beta", owner, low=1.0),
-        parse_bool(split_mode, "split_mode", owner),
-    )
+    return PMWMControl(a, b, trim_const, eta, beta, split_mode)  # validated by the type itself
 
 
 def huber_control(
@@ -213,27 +244,8 @@ def huber_control(
     >>> huber_control(k_min_m2=-10, k_max_m2=10, m2_frac=0.25).T is None
     True
     """
-    owner = "huber_control"
     _check_required("huber", {"k_min_m2": k_min_m2, "k_max_m2": k_max_m2, "m2_frac": m2_frac})
-    k_min = parse_int(k_min_m2, "k_min_m2", owner, low=K_RANGE[0], high=K_RANGE[1])
-    k_max = parse_int(k_max_m2, "k_max_m2", owner, low=K_RANGE[0], high=K_RANGE[1])
-    if k_max <= k_min:
-        raise bad_param("k_max_m2", owner, f"an int greater than k_min_m2 ({k_min})", k_max_m2)
-    mu0 = parse_real(mu0, "mu0", owner)
-    if not math.isfinite(mu0):
-        raise bad_param("mu0", owner, "a finite float", mu0)
-    eta0 = parse_real(eta0, "eta0", owner, low=0.0)
-    if not math.isfinite(eta0):
-        raise bad_param("eta0", owner, "a finite float in the range (0, inf)", eta0)
-    return HuberControl(
-        k_min,
-        k_max,
-        parse_real(m2_frac, "m2_frac", owner, low=0.0, high=1.0),
-        mu0,
-        eta0,
-        None if T is None else parse_int(T, "T", owner, low=1),
-        None if M is None else parse_int(M, "M", owner, low=1),
-    )
+    return HuberControl(k_min_m2, k_max_m2, m2_frac, mu0, eta0, T, M)  # validated by the type
 
 
 _CONSTRUCTORS = {"clipped": clipped_control, "pmwm": pmwm_control, "huber": huber_control}

@@ -1,0 +1,98 @@
+"""Frozen controls, budgets and records validate themselves: building one by hand is as safe as
+the factory (issue: one house plan, item 5)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dppca_dask import BudgetError, ParameterError, privacy_control
+from dppca_dask.pca.scree_controls import (
+    ClippedControl,
+    HuberControl,
+    PMWMControl,
+    clipped_control,
+    huber_control,
+    pmwm_control,
+)
+from dppca_dask.privacy.accounting import SpendRecord
+from dppca_dask.privacy.budget import PrivacyBudget, PrivacyControl
+
+
+@pytest.mark.parametrize("value", [-5, 0, math.inf, math.nan, "3", True])
+def test_clipped_control__by_hand_refuses_what_the_factory_refuses(value):
+    with pytest.raises(ParameterError, match="'C_clip' parameter of clipped_control") as by_hand:
+        ClippedControl(C_clip=value)
+    with pytest.raises(ParameterError) as factory:
+        clipped_control(C_clip=value)
+    assert str(by_hand.value) == str(factory.value)
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"a": 0, "b": 0, "trim_const": 10, "eta": 0.01}, "b"),
+    ({"a": math.inf, "b": 1, "trim_const": 10, "eta": 0.01}, "a"),
+    ({"a": 0, "b": 1, "trim_const": -1, "eta": 0.01}, "trim_const"),
+    ({"a": 0, "b": 1, "trim_const": 10, "eta": 0.5}, "eta"),
+    ({"a": 0, "b": 1, "trim_const": 10, "eta": 0.01, "beta": 1.0}, "beta"),
+])
+def test_pmwm_control__by_hand_validates(kwargs, name):
+    with pytest.raises(ParameterError, match=f"'{name}' parameter of pmwm_control"):
+        PMWMControl(**kwargs)
+    with pytest.raises(ParameterError, match=f"'{name}' parameter of pmwm_control"):
+        pmwm_control(**kwargs)
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"k_min_m2": 5, "k_max_m2": 5, "m2_frac": 0.25}, "k_max_m2"),
+    ({"k_min_m2": -2000, "k_max_m2": 5, "m2_frac": 0.25}, "k_min_m2"),
+    ({"k_min_m2": 0, "k_max_m2": 5, "m2_frac": 1.0}, "m2_frac"),
+    ({"k_min_m2": 0, "k_max_m2": 5, "m2_frac": 0.5, "eta0": -1}, "eta0"),
+    ({"k_min_m2": 0, "k_max_m2": 5, "m2_frac": 0.5, "T": 0}, "T"),
+])
+def test_huber_control__by_hand_validates(kwargs, name):
+    with pytest.raises(ParameterError, match=f"'{name}' parameter of huber_control"):
+        HuberControl(**kwargs)
+    with pytest.raises(ParameterError, match=f"'{name}' parameter of huber_control"):
+        huber_control(**kwargs)
+
+
+def test_controls__valid_by_hand_equal_the_factory():
+    assert ClippedControl(3) == clipped_control(C_clip=3)
+    assert PMWMControl(0, 20, 10, 0.01) == pmwm_control(a=0, b=20, trim_const=10, eta=0.01)
+    assert HuberControl(-10, 10, 0.25) == huber_control(k_min_m2=-10, k_max_m2=10, m2_frac=0.25)
+
+
+def test_privacy_control__total_must_agree_with_its_parts():
+    loading = PrivacyBudget(1.0, 1e-5)
+    with pytest.raises(BudgetError, match="total equal to the sum of its components"):
+        PrivacyControl("absolute", PrivacyBudget(1.0, 1e-5),
+                       (("loading", loading), ("scree", PrivacyBudget(99.0, 0.0))))
+    with pytest.raises(BudgetError, match="share of the total"):
+        PrivacyControl("total", PrivacyBudget(1.0, 1e-5),
+                       tuple((c, PrivacyBudget(100.0, 1e-6)) for c in ("loading", "scree", "score")),
+                       implicit_split=True)
+    with pytest.raises(BudgetError, match="loading required"):
+        PrivacyControl("absolute", loading, (("scree", loading),))
+    with pytest.raises(BudgetError, match="mode"):
+        PrivacyControl("other", loading, (("loading", loading),))  # type: ignore[arg-type]
+
+
+def test_privacy_control__factory_results_pass_their_own_check():
+    for pc in (privacy_control(eps=1, delta=1e-5),
+               privacy_control(eps=3, delta=1e-4, split={"loading": 0.2, "scree": 0.3,
+                                                          "score": 0.5}),
+               privacy_control(loading=(1, 1e-5), scree=(0.1, 1e-7), score=(2, 3e-6))):
+        rebuilt = PrivacyControl(pc.mode, pc.total_budget, pc.component_budgets,
+                                 pc.implicit_split, pc.split)
+        assert rebuilt == pc
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("eps", -1.0), ("eps", math.inf), ("delta", 1.0), ("delta", -1e-9), ("rho", -0.5),
+    ("scale", math.nan), ("draws", -1), ("status", "refunded"), ("sensitivity", -2.0),
+])
+def test_spend_record__refuses_impossible_spends(field, value):
+    with pytest.raises(BudgetError, match=f"'{field}' field of SpendRecord"):
+        SpendRecord(**{"component": "loading", "mechanism": "gaussian", "eps": 1.0,
+                       "delta": 1e-5, field: value})
