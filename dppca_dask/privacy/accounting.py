@@ -134,6 +134,26 @@ class SpendRecord:
     # ``draws`` the number of noise draws -- always a public number (for data-dependent
     # mechanisms its public upper bound). No field may depend on the data.
 
+    def __post_init__(self) -> None:
+        """A record never states an impossible spend, however it was built."""
+        def check(name: str, ok: bool, rule: str) -> None:
+            if not ok:
+                raise BudgetError(f"The {name!r} field of SpendRecord must be {rule}. "
+                                  f"Got {getattr(self, name)!r} instead.")
+
+        def finite_nonneg(v: Any) -> bool:
+            return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) \
+                and v >= 0
+
+        check("eps", finite_nonneg(self.eps), "a finite float >= 0")
+        check("delta", finite_nonneg(self.delta) and self.delta < 1, "a float in [0, 1)")
+        for name in ("sensitivity", "scale", "rho", "grid"):
+            value = getattr(self, name)
+            check(name, value is None or finite_nonneg(value), "None or a finite float >= 0")
+        check("draws", isinstance(self.draws, int) and not isinstance(self.draws, bool)
+              and self.draws >= 0, "an int >= 0")
+        check("status", self.status in ("spent", "prior"), "'spent' or 'prior'")
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

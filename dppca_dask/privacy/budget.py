@@ -78,6 +78,44 @@ class PrivacyControl:
     implicit_split: bool = False
     split: tuple[tuple[str, float], ...] | None = field(default=None)
 
+    def __post_init__(self) -> None:
+        """The allocation is consistent however it was built (by hand as by the factory)."""
+        def bad(rule: str, got: Any) -> BudgetError:
+            return bad_param("PrivacyControl", "PrivacyControl", rule, got, cls=BudgetError)
+
+        if self.mode not in ("total", "absolute"):
+            raise bad("a mode of 'total' or 'absolute'", self.mode)
+        if not isinstance(self.total_budget, PrivacyBudget):
+            raise bad("a PrivacyBudget as total_budget", self.total_budget)
+        names = [name for name, _ in self.component_budgets]
+        if (not names or names != [c for c in COMPONENTS if c in names]
+                or "loading" not in names
+                or any(not isinstance(b, PrivacyBudget) for _, b in self.component_budgets)):
+            raise bad(f"component budgets named from {COMPONENTS} in that order (loading "
+                      "required), each a PrivacyBudget", self.component_budgets)
+        if self.mode == "absolute":
+            parts = {"eps": math.fsum(b.eps for _, b in self.component_budgets),
+                     "delta": math.fsum(b.delta for _, b in self.component_budgets)}
+        else:
+            if self.implicit_split:
+                shares = dict.fromkeys(COMPONENTS, 1.0 / 3.0)
+            elif self.split is not None:
+                shares = dict(self.split)
+                if (set(shares) != set(names)
+                        or abs(math.fsum(shares.values()) - 1.0) > SPLIT_TOLERANCE):
+                    raise bad("a split over the component names summing to 1", self.split)
+            else:
+                raise bad("a split, or implicit_split=True, in mode 'total'", None)
+            for name, b in self.component_budgets:
+                want = self.total_budget.scaled(shares[name])
+                if not (_close(b.eps, want.eps) and _close(b.delta, want.delta)):
+                    raise bad(f"component {name!r} equal to its share of the total "
+                              f"({want.as_dict()})", b.as_dict())
+            return
+        total = self.total_budget
+        if not (_close(total.eps, parts["eps"]) and _close(total.delta, parts["delta"])):
+            raise bad(f"a total equal to the sum of its components ({parts})", total.as_dict())
+
     @property
     def total(self) -> dict[str, float]:
         """Total privacy parameters, ``{"eps": ..., "delta": ...}``."""
@@ -109,6 +147,10 @@ class PrivacyControl:
         if self.implicit_split:
             lines += ['attr(,"implicit_split")', "[1] TRUE"]
         return "\n".join(lines)
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-12 * max(abs(a), abs(b))
 
 
 def _parse_component(value: Any, name: str) -> PrivacyBudget:
