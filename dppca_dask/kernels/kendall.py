@@ -37,7 +37,6 @@ __all__ = [
     "NEAR_RATIO",
     "check_finite_block",
     "tile_blas_unfused",
-    "tile_fast",
     "tile_reference",
 ]
 
@@ -183,6 +182,3 @@ def tile_blas_unfused(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.nd
         total += _exact_pairs(b[jj], a[ii])
     return (total + total.T) / 2.0, count
 
-
-tile_fast = tile_blas_unfused
-"""Former name of :func:`tile_blas_unfused` (kept for existing callers)."""

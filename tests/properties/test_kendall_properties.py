@@ -1,13 +1,16 @@
-"""Hypothesis properties of K̂: symmetric PSD, trace 1, invariances (R14d)."""
+"""Hypothesis properties of K̂: symmetric PSD, trace 1, invariances (R14d), on the production
+kernel ``tile_fused`` (and the BLAS baseline), each against the plain reference."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dppca_dask.kernels.kendall import tile_fast, tile_reference
+from dppca_dask.kernels.kendall import tile_blas_unfused, tile_reference
+from dppca_dask.kernels.kendall_fused import tile_fused
 
 rows = st.integers(3, 25)
 cols = st.integers(1, 5)
@@ -24,7 +27,7 @@ def separated_data(draw):
 
 
 def _k(x: np.ndarray) -> np.ndarray:
-    s, m = tile_fast(x)
+    s, m = tile_fused(x)  # the kernel every release runs
     return s / m
 
 
@@ -56,8 +59,22 @@ def test_kendall__translation_and_scale_invariant(x, shift, scale):
     np.testing.assert_allclose(_k(x * scale), k, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("kernel", [tile_fused, tile_blas_unfused], ids=["fused", "blas"])
 @common
-@given(separated_data())
-def test_kendall__fast_equals_reference(x):
-    np.testing.assert_allclose(tile_fast(x)[0], tile_reference(x)[0], rtol=0,
-                               atol=1e-12 * len(x) ** 2)
+@given(x=separated_data())
+def test_kendall__kernel_equals_reference(kernel, x):
+    s, m = kernel(x)
+    ref, m_ref = tile_reference(x)
+    assert m == m_ref
+    np.testing.assert_allclose(s, ref, rtol=0, atol=1e-12 * len(x) ** 2)
+
+
+@common
+@given(separated_data(), st.integers(1, 24))
+def test_kendall__fused_cross_tile_equals_reference(x, cut):
+    cut = min(cut, len(x) - 1)  # two row blocks of one dataset: every pair of a x b
+    a, b = x[:cut], x[cut:]
+    s, m = tile_fused(a, b)
+    ref, m_ref = tile_reference(a, b)
+    assert m == m_ref == len(a) * len(b)
+    np.testing.assert_allclose(s, ref, rtol=0, atol=1e-12 * m)
