@@ -13,7 +13,7 @@ import numpy as np
 
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.mechanisms import gaussian_release, laplace_release
-from tests.test_quantiles import literal_quantile
+from tests.helpers import literal_quantile
 
 
 def gauss_sd(sens: float, eps: float, delta: float) -> float:

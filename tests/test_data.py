@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import pathlib
 
-import dask
 import dask.array as da
 import numpy as np
 import pandas as pd
@@ -18,17 +16,7 @@ import zarr
 from dppca_dask.errors import InputError, OutputExistsError, ParameterError
 from dppca_dask.io.convert import convert, write_frames
 from dppca_dask.io.data import CHUNK_BYTES, DataSource, as_data, describe_source
-
-
-def _no_compute(dsk, keys, **kwargs):
-    raise RuntimeError("a dask computation was triggered")
-
-
-@contextlib.contextmanager
-def raise_if_dask_computes():
-    """Like xarray's helper: any dask compute inside the block raises."""
-    with dask.config.set(scheduler=_no_compute):
-        yield
+from tests.helpers import raise_if_dask_computes
 
 
 @pytest.fixture

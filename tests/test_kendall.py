@@ -8,45 +8,14 @@ import pytest
 from dppca_dask.errors import DUPLICATE_MESSAGE, DuplicateObservationError, InputError
 from dppca_dask.kernels.kendall import tile_blas_unfused, tile_reference
 from dppca_dask.kernels.kendall_fused import tile_fused
+from tests.helpers import brute_force, kendall_datasets
 
 KERNELS = [tile_fused, tile_blas_unfused, tile_reference]
 
 
-def brute_force(x: np.ndarray, y: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Literal double loop over pairs: the independent oracle."""
-    p = x.shape[1]
-    total, count = np.zeros((p, p)), 0
-    if y is None:
-        pairs = [(x[i], x[j]) for i in range(len(x)) for j in range(i + 1, len(x))]
-    else:
-        pairs = [(a, b) for a in x for b in y]
-    for a, b in pairs:
-        d = b - a
-        total += np.outer(d, d) / np.dot(d, d)
-        count += 1
-    return total, count
-
-
-def _datasets(seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    base = rng.normal(size=(40, 5))
-    clusters = np.vstack(
-        [rng.normal(size=(20, 3)) * 1e-3 + c for c in (1e4, -1e4, 5e3 + 1j * 0)]
-    ).real
-    return {
-        "gaussian": base,
-        "offset_1e6": base + 1e6,
-        "offset_1e9_per_column": base + np.array([1e9, -1e9, 3e8, 0.0, 7.0]),
-        "tight_clusters_far": clusters,
-        "heavy_tails": rng.standard_t(1.5, size=(40, 4)),
-        "scaled_tiny": base * 1e-6,
-        "one_column": rng.normal(size=(30, 1)),
-    }
-
-
-@pytest.mark.parametrize("name", list(_datasets(0)))
+@pytest.mark.parametrize("name", list(kendall_datasets(0)))
 def test_tile__fast_equals_reference_equals_brute_force(name, global_seed):
-    x = _datasets(global_seed)[name]
+    x = kendall_datasets(global_seed)[name]
     expected, count = brute_force(x)
     scale = np.abs(expected).max()
     for kernel in KERNELS:

@@ -7,13 +7,13 @@ import pytest
 
 from dppca_dask.kernels.kendall import tile_blas_unfused, tile_reference
 from dppca_dask.kernels.kendall_fused import _weights_panel, tile_fused
-from tests.test_kendall import _datasets, brute_force
+from tests.helpers import brute_force, kendall_datasets
 
 
 @pytest.mark.parametrize("panel_rows", [1, 7, 256])
-@pytest.mark.parametrize("name", list(_datasets(0)))
+@pytest.mark.parametrize("name", list(kendall_datasets(0)))
 def test_tile_fused__any_panel_height_equals_all_kernels(name, panel_rows, global_seed):
-    x = _datasets(global_seed)[name]
+    x = kendall_datasets(global_seed)[name]
     half = len(x) // 3
     for a, b in ((x, None), (x[:half], x[half:])):
         expected, count = brute_force(a, b)

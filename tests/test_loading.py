@@ -21,7 +21,7 @@ from dppca_dask import (
 )
 from dppca_dask.pca.loading import kendall_sensitivity
 from dppca_dask.pca.postprocess import ordered_eigh
-from tests.test_kendall import brute_force
+from tests.helpers import brute_force
 
 PRIV = privacy_control(eps=1.0, delta=1e-5)
 HUGE = privacy_control(eps=1e24, delta=1e-5)  # honest σ ≈ Δ/√(2ε) at huge ε (analytic)

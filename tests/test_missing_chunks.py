@@ -20,7 +20,7 @@ from dppca_dask import InputError, dp_covariance, dp_loading, privacy_control
 from dppca_dask.cli import main
 from dppca_dask.io.data import as_data, describe_source
 from dppca_dask.io.zarr_guard import RULE, ChunkGuardStore, MissingChunkError, check_chunks
-from tests.test_data import raise_if_dask_computes
+from tests.helpers import raise_if_dask_computes
 
 RULE_RE = r"every chunk must be present; missing data is never read as zeros"
 X = np.arange(60, dtype=np.float64).reshape(20, 3) % 7 + 1.0  # no zeros: no chunk is skipped

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import dask.array as da
@@ -15,32 +14,7 @@ from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.kernels.counts import count_below, signed_count_below
 from dppca_dask.privacy.quantiles import durfee_quantile, durfee_upper, upper_grid
 from dppca_dask.testing import RRNG
-
-
-def literal_upper(x, q, eps, rng, lower=0.0, beta=1.01, max_steps=5000):
-    """SPEC §5.5b written out step by step: the oracle."""
-    n = len(x)
-    t_noisy = q * n + rng.exponential(2.0 / eps)
-    t = None
-    for i in range(1, max_steps + 1):
-        t = beta**i + lower - 1
-        if np.sum(x < t) + rng.exponential(2.0 / eps) >= t_noisy:
-            return t, False
-    return t, True
-
-
-def literal_quantile(x, q, eps, rng, beta=1.01, max_steps=5000):
-    raw_pos, cap_pos = literal_upper(np.maximum(beta * x + beta - 1, 0), q, eps / 2, rng,
-                                     beta=beta, max_steps=max_steps)
-    raw_neg, cap_neg = literal_upper(np.maximum(-beta * x + beta - 1, 0), 1 - q, eps / 2, rng,
-                                     beta=beta, max_steps=max_steps)
-    k_pos = max(round(math.log(1 + raw_pos) / math.log(beta)) - 1, 0)
-    k_neg = max(round(math.log(1 + raw_neg) / math.log(beta)) - 1, 0)
-    if not cap_pos and k_pos > 0:
-        return beta**k_pos - 1
-    if not cap_neg and k_neg > 0:
-        return -(beta**k_neg - 1)
-    return 0.0
+from tests.helpers import literal_quantile, literal_upper
 
 
 def test_upper_grid__spec_oracle():

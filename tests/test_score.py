@@ -34,6 +34,7 @@ from dppca_dask.privacy.quantiles import upper_grid
 from dppca_dask.results.base import load_result
 from dppca_dask.results.score import ScoreResult
 from dppca_dask.testing import RRNG
+from tests.helpers import literal_quantile, literal_upper
 
 PC = privacy_control(eps=4.0, delta=1e-4)
 
@@ -93,27 +94,6 @@ def test_bin_index__cut_right_closed_and_clamped():
 
 
 # --- the literal algorithm with the R RNG (SPEC §6.3, §6.5-6.7, §6.9) ----------------------
-
-
-def literal_upper(x, q, eps, rng, beta=1.01, max_steps=5000):
-    t_noisy = q * len(x) + rng.exponential(2.0 / eps)
-    for i in range(1, max_steps + 1):
-        t = beta**i - 1
-        if np.sum(x < t) + rng.exponential(2.0 / eps) >= t_noisy:
-            return t, False
-    return t, True
-
-
-def literal_quantile(x, q, eps, rng, beta=1.01):
-    raw_pos, cap_pos = literal_upper(np.maximum(beta * x + beta - 1, 0), q, eps / 2, rng)
-    raw_neg, cap_neg = literal_upper(np.maximum(-beta * x + beta - 1, 0), 1 - q, eps / 2, rng)
-    k_pos = max(round(math.log(1 + raw_pos) / math.log(beta)) - 1, 0)
-    k_neg = max(round(math.log(1 + raw_neg) / math.log(beta)) - 1, 0)
-    if not cap_pos and k_pos > 0:
-        return beta**k_pos - 1
-    if not cap_neg and k_neg > 0:
-        return -(beta**k_neg - 1)
-    return 0.0
 
 
 def literal_score(s, groups, eps_s, delta_s, bins, rng):

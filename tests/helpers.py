@@ -1,0 +1,78 @@
+"""Helpers shared by several test files (oracles and guards); test files import only from here."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import dask
+import numpy as np
+
+
+def brute_force(x: np.ndarray, y: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Literal double loop over pairs: the independent oracle."""
+    p = x.shape[1]
+    total, count = np.zeros((p, p)), 0
+    if y is None:
+        pairs = [(x[i], x[j]) for i in range(len(x)) for j in range(i + 1, len(x))]
+    else:
+        pairs = [(a, b) for a in x for b in y]
+    for a, b in pairs:
+        d = b - a
+        total += np.outer(d, d) / np.dot(d, d)
+        count += 1
+    return total, count
+
+
+def kendall_datasets(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(40, 5))
+    clusters = np.vstack(
+        [rng.normal(size=(20, 3)) * 1e-3 + c for c in (1e4, -1e4, 5e3 + 1j * 0)]
+    ).real
+    return {
+        "gaussian": base,
+        "offset_1e6": base + 1e6,
+        "offset_1e9_per_column": base + np.array([1e9, -1e9, 3e8, 0.0, 7.0]),
+        "tight_clusters_far": clusters,
+        "heavy_tails": rng.standard_t(1.5, size=(40, 4)),
+        "scaled_tiny": base * 1e-6,
+        "one_column": rng.normal(size=(30, 1)),
+    }
+
+
+def _no_compute(dsk, keys, **kwargs):
+    raise RuntimeError("a dask computation was triggered")
+
+
+@contextlib.contextmanager
+def raise_if_dask_computes():
+    """Like xarray's helper: any dask compute inside the block raises."""
+    with dask.config.set(scheduler=_no_compute):
+        yield
+
+
+def literal_upper(x, q, eps, rng, lower=0.0, beta=1.01, max_steps=5000):
+    """SPEC §5.5b written out step by step: the oracle."""
+    n = len(x)
+    t_noisy = q * n + rng.exponential(2.0 / eps)
+    t = None
+    for i in range(1, max_steps + 1):
+        t = beta**i + lower - 1
+        if np.sum(x < t) + rng.exponential(2.0 / eps) >= t_noisy:
+            return t, False
+    return t, True
+
+
+def literal_quantile(x, q, eps, rng, beta=1.01, max_steps=5000):
+    raw_pos, cap_pos = literal_upper(np.maximum(beta * x + beta - 1, 0), q, eps / 2, rng,
+                                     beta=beta, max_steps=max_steps)
+    raw_neg, cap_neg = literal_upper(np.maximum(-beta * x + beta - 1, 0), 1 - q, eps / 2, rng,
+                                     beta=beta, max_steps=max_steps)
+    k_pos = max(round(math.log(1 + raw_pos) / math.log(beta)) - 1, 0)
+    k_neg = max(round(math.log(1 + raw_neg) / math.log(beta)) - 1, 0)
+    if not cap_pos and k_pos > 0:
+        return beta**k_pos - 1
+    if not cap_neg and k_neg > 0:
+        return -(beta**k_neg - 1)
+    return 0.0
