@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from dppca_dask.graph.scree_passes import Request, pair_block_bounds
-from dppca_dask.pca.scree_controls import ClippedControl, HuberControl, PMWMControl
+from dppca_dask.pca.scree_controls import ClippedControl, Control, HuberControl, PMWMControl
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.mechanisms import gaussian_release, laplace_release
@@ -47,6 +47,7 @@ __all__ = [
     "drive",
     "empirical_center",
     "huber_defaults",
+    "spent_fractions",
     "huber_scree",
     "pmwm_scree",
     "private_center",
@@ -279,6 +280,17 @@ def _candidate_below(value: float, beta: float) -> float:
     return -(math.pow(beta, j + 1) - 1.0)
 
 
+def spent_fractions(control: Control) -> tuple[float, float]:
+    """The fractions (of ε, of δ) of a method's allocation that its mechanisms spend.
+
+    Huber's m₂ histogram is pure ε-DP, so the m₂ share of δ stays unspent; the other methods
+    spend their whole allocation. Plans and the persistent ledger use this, as the mechanism does.
+    """
+    if isinstance(control, HuberControl):
+        return 1.0, 1.0 - control.m2_frac
+    return 1.0, 1.0
+
+
 def huber_defaults(n: int, control: HuberControl) -> tuple[int, int]:
     """(T, M): T = max(1, ⌈ln n⌉) and M = max(1, ⌊√n/2⌋) unless the control sets them."""
     steps = control.T if control.T is not None else max(1, math.ceil(math.log(n)))
@@ -310,7 +322,7 @@ def huber_scree(
     steps, blocks = huber_defaults(n, control)
     per = budget.scaled(1.0 / k)
     eps_m2 = control.m2_frac * per.eps
-    gd = PrivacyBudget((1.0 - control.m2_frac) * per.eps, (1.0 - control.m2_frac) * per.delta)
+    gd = PrivacyBudget((1.0 - control.m2_frac) * per.eps, spent_fractions(control)[1] * per.delta)
     step = gd.scaled(1.0 / steps)
     counts = yield Request("m2", (ctx.center, control.k_min_m2, control.k_max_m2,
                                   pair_block_bounds(n, blocks)))

@@ -132,6 +132,8 @@ class RunPlan:
     budget: BudgetPlan
     noise: tuple[str, ...]
     work: tuple[str, ...]
+    spend: PrivacyBudget
+    """What the release spends (basic composition); the persistent ledger reserves exactly this."""
 
     def render(self) -> str:
         cfg, src = self.config, self.source
@@ -145,6 +147,9 @@ class RunPlan:
             f"Privacy budget plan for {self.budget.owner} ({split}):",
             f"  total: eps = {format_r_scalar(total.eps)} ; delta = {format_r_scalar(total.delta)}",
             *self.noise,
+            f"  this release spends in total (basic composition): "
+            f"eps = {format_r_scalar(self.spend.eps)} ; delta = {format_r_scalar(self.spend.delta)}"
+            + ("" if self.config.task != "covariance" else " (as rho-zCDP, converted)"),
             "",
             f"Data: {where}" + (f" [{src.array}]" if src.array else ""),
             f"  {src.n} observations x {src.p} variables, stored {src.dtype}, "
@@ -195,6 +200,7 @@ def plan_run(config: RunConfig) -> RunPlan:
     return RunPlan(
         config, source, budget,
         tuple(spec.noise_plan(config, source, budget)), tuple(spec.work_plan(config, source)),
+        spec.planned_spend(config, budget),
     )
 
 
@@ -269,7 +275,7 @@ def _ledger_reservation(
     ledger = BudgetLedger(settings.resolved_path(config.output.directory))
     key = resolve_dataset(config.input.path, plan.source.array,
                           storage_options=config.input.storage_options or None).key
-    planned = spec.planned_spend(config, plan.budget)
+    planned = plan.spend  # what `plan` printed
     cap = PrivacyBudget(settings.cap.eps, settings.cap.delta) if settings.cap else None
     output = str(Path(config.output.directory).resolve())
     release_id = ledger.reserve(key, planned, cap=cap, task=config.task, output=output)

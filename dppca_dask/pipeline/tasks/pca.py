@@ -30,12 +30,14 @@ from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
 from dppca_dask.pca.pca import _fit_pca, expected_reads
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
+from dppca_dask.pca.score import FRAME_SHARE
 from dppca_dask.pca.scree import DEFAULT_MAX_K, _parse_center
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.score import samples_table, score_noise
+from dppca_dask.pipeline.tasks.scree import scree_factors
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget
 from dppca_dask.privacy.mechanisms import gaussian_release_sigma
 from dppca_dask.results.base import Result
@@ -151,16 +153,15 @@ def pca_spend(cfg: RunConfig, plan: BudgetPlan) -> PrivacyBudget:
     """Basic composition: loading + scree centre + each scree method + frame + each histogram."""
     opts = cfg.pca
     scree, score = plan.spend("scree"), plan.spend("score")
-    private = isinstance(opts.center, str) and opts.center == "private"
-    share = CENTER_SHARE if private else 0.0
-    scree_factor = share + len(set(opts.scree_method)) * (1.0 - share)
-    frame_eps = 0.35 * score.eps
-    frame_delta = 0.35 * score.delta if opts.frame == "smooth" else 0.0
+    methods = parse_scree_methods(list(opts.scree_method), _OWNER)
+    controls = resolve_controls(methods, dict(opts.scree_control), owner=_OWNER)
+    f_eps, f_delta = scree_factors(methods, controls, opts.center)
+    frame_eps = FRAME_SHARE * score.eps
+    frame_delta = FRAME_SHARE * score.delta if opts.frame == "smooth" else 0.0
     m = len(set(opts.score_method))
     parts = [b for name, b in plan.allocations if name == "loading" and name not in plan.prior]
-    eps = [b.eps for b in parts] + [scree_factor * scree.eps, frame_eps,
-                                    m * (score.eps - frame_eps)]
-    delta = [b.delta for b in parts] + [scree_factor * scree.delta, frame_delta,
+    eps = [b.eps for b in parts] + [f_eps * scree.eps, frame_eps, m * (score.eps - frame_eps)]
+    delta = [b.delta for b in parts] + [f_delta * scree.delta, frame_delta,
                                         m * (score.delta - frame_delta)]
     return PrivacyBudget(math.fsum(eps), math.fsum(delta))
 

@@ -24,7 +24,7 @@ from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.loading import kendall_sensitivity
 from dppca_dask.pca.scree import DEFAULT_MAX_K, _fit_scree, _parse_center
 from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
-from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
+from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults, spent_fractions
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.privacy.mechanisms import gaussian_release_sigma, symmetric_noise_sigma
@@ -139,17 +139,26 @@ def scree_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
     return lines
 
 
+def scree_factors(methods: tuple[str, ...], controls: dict[str, Any], center: Any
+                  ) -> tuple[float, float]:
+    """Multiples (of ε, of δ) of the scree allocation a release spends: the private centre once,
+    then each method's share as its mechanisms spend it (:func:`spent_fractions`)."""
+    share = CENTER_SHARE if isinstance(center, str) and center == "private" else 0.0
+    fractions = [spent_fractions(controls[m]) for m in dict.fromkeys(methods)]
+    return (share + math.fsum((1.0 - share) * f[0] for f in fractions),
+            share + math.fsum((1.0 - share) * f[1] for f in fractions))
+
+
 def scree_spend(cfg: RunConfig, plan: BudgetPlan) -> PrivacyBudget:
-    """Basic composition: loading (unless prior) + the centre once + each method's allocation."""
+    """Basic composition: loading (unless prior) + the centre once + each method's spend."""
     plan = _plan(cfg, plan)
     scree = plan.spend("scree")
-    m = len(set(cfg.scree.method))
-    private = isinstance(cfg.scree.center, str) and cfg.scree.center == "private"
-    share = CENTER_SHARE if private else 0.0
+    methods = parse_methods(list(cfg.scree.method), _OWNER)
+    controls = resolve_controls(methods, dict(cfg.scree.controls), owner=_OWNER)
+    f_eps, f_delta = scree_factors(methods, controls, cfg.scree.center)
     spent = [b for name, b in plan.allocations if name not in plan.prior and name != "scree"]
-    factor = share + m * (1.0 - share)
-    return PrivacyBudget(math.fsum([b.eps for b in spent] + [factor * scree.eps]),
-                         math.fsum([b.delta for b in spent] + [factor * scree.delta]))
+    return PrivacyBudget(math.fsum([b.eps for b in spent] + [f_eps * scree.eps]),
+                         math.fsum([b.delta for b in spent] + [f_delta * scree.delta]))
 
 
 def scree_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:

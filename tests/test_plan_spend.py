@@ -1,0 +1,68 @@
+"""What a release spends is what `plan` prints and what the ledger reserves (one computation)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from dppca_dask._rformat import format_r_scalar
+from dppca_dask.cli import main
+from dppca_dask.io.datasets import write_demo_dataset
+from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.runner import execute, plan_run
+from dppca_dask.privacy.accounting import ledger_totals
+
+REPO = Path(__file__).resolve().parents[1]
+SCREE_CONTROLS = yaml.safe_load((REPO / "configs" / "scree.yaml").read_text())["scree"]["controls"]
+
+CASES = {
+    "scree-three-methods": ("scree", {"scree": {"k": 3, "method": ["clipped", "pmwm", "huber"],
+                                                "controls": SCREE_CONTROLS}}),
+    "scree-huber-empirical-centre": ("scree", {"scree": {"k": 2, "method": ["huber"],
+                                                         "controls": SCREE_CONTROLS,
+                                                         "center": "empirical"}}),
+    "score-two-methods": ("score", {"score": {"method": ["add", "sparse"], "plots": False}}),
+    "pca-all-methods": ("pca", {"pca": {"k": 3, "scree_method": ["clipped", "pmwm", "huber"],
+                                        "scree_control": SCREE_CONTROLS,
+                                        "score_method": ["add", "sparse"], "plots": False}}),
+    "loading": ("loading", {}),
+}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    return Path(write_demo_dataset(tmp_path_factory.mktemp("data") / "gau.zarr",
+                                   n_per_group=100))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_plan__spend_equals_release_ledger_and_reservation(tmp_path, store, case):
+    task, extra = CASES[case]
+    cfg = {"input": {"path": str(store), "array": "X"}, "task": task,
+           "privacy": {"eps": 1.5, "delta": 1e-5},
+           "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+           "output": {"directory": str(tmp_path / "out"), "formats": ["zarr"]},
+           "budget_ledger": {"path": str(tmp_path / "ledger.jsonl")}, "rng": 4, **extra}
+    config = RunConfig.from_dict(cfg)
+    plan = plan_run(config)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    printed = CliRunner().invoke(main, ["plan", str(path)])
+    assert printed.exit_code == 0, printed.output
+    assert (f"this release spends in total (basic composition): eps = "
+            f"{format_r_scalar(plan.spend.eps)} ; delta = {format_r_scalar(plan.spend.delta)}"
+            in printed.output)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = execute(config, progress=False).result
+    spent = ledger_totals(result.ledger)
+    assert spent["eps"] == pytest.approx(plan.spend.eps, rel=1e-12)
+    assert spent["delta"] == pytest.approx(plan.spend.delta, rel=1e-12)
+    events = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    reserve = next(e for e in events if e["kind"] == "reserve")
+    assert (reserve["eps"], reserve["delta"]) == (plan.spend.eps, plan.spend.delta)
