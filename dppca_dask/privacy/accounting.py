@@ -43,6 +43,7 @@ __all__ = [
     "ledger_to_dicts",
     "ledger_totals",
     "public_grid",
+    "rounded_l2_sensitivity",
 ]
 
 Calibration = Literal["classical", "analytic"]
@@ -204,6 +205,20 @@ def public_grid(sensitivity: float, dimension: int, norm: str) -> float:
     return math.ldexp(1.0, k)
 
 
+def rounded_l2_sensitivity(sensitivity: float, dimension: int) -> tuple[float, float]:
+    """(γ, Δ + γ√d): the public grid of a d-value L2 release and the sensitivity its noise is
+    calibrated for once the statistic is rounded to that grid (each coordinate moves ≤ γ/2).
+
+    Examples
+    --------
+    >>> grid, inflated = rounded_l2_sensitivity(1.0, 4)
+    >>> grid == 2.0 ** -31, inflated > 1.0 + grid * 2
+    (True, True)
+    """
+    grid = public_grid(sensitivity, dimension, "l2")
+    return grid, math.nextafter(sensitivity + grid * math.sqrt(dimension), math.inf)
+
+
 def _chi2_radius(dimension: int, log_inv_tail: float) -> float:
     """x with exp(−(d/2)(x − ln(1+x))) = tail: the Chernoff bound for a sum of d squares whose
     moment generating function is dominated by that of χ²_d."""
@@ -265,8 +280,7 @@ def lattice_gaussian_sd(sensitivity: float, dimension: int, eps: float, delta: f
     then grows until the lattice certificate holds. σ is returned as a float; the sampler uses
     a rational variance at or above (σ/γ)².
     """
-    grid = public_grid(sensitivity, dimension, "l2")
-    inflated = math.nextafter(sensitivity + grid * math.sqrt(dimension), math.inf)
+    grid, inflated = rounded_l2_sensitivity(sensitivity, dimension)
     shaded = delta * (1.0 - 2.0 ** -20)
     sigma = gaussian_sigma(inflated, eps, shaded, calibration)
     if gaussian_delta(sigma, inflated, eps) > shaded:

@@ -27,6 +27,7 @@ from dppca_dask.privacy.accounting import (
     histogram_gaussian_variance,
     lattice_gaussian_sd,
     public_grid,
+    rounded_l2_sensitivity,
 )
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.exact_noise import (
@@ -68,6 +69,13 @@ class Release:
     record: SpendRecord
 
 
+def _strict_lower(p: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and columns of the strict lower triangle in column-major order ((2,1), (3,1), …)."""
+    rows, cols = np.tril_indices(p, -1)
+    order = np.lexsort((rows, cols))  # sort by column, then row
+    return rows[order], cols[order]
+
+
 def vec2mat(values: np.ndarray, p: int) -> np.ndarray:
     """Lay ``p(p+1)/2`` values out as a symmetric matrix (SPEC_dppca.md §4.3).
 
@@ -87,9 +95,7 @@ def vec2mat(values: np.ndarray, p: int) -> np.ndarray:
     if values.shape != (q,):
         raise ValueError(f"vec2mat needs {q} values for p = {p}; got shape {values.shape}.")
     out = np.diag(values[:p])
-    rows, cols = np.tril_indices(p, -1)
-    order = np.lexsort((rows, cols))  # column-major: sort by column, then row
-    rows, cols = rows[order], cols[order]
+    rows, cols = _strict_lower(p)
     off = values[p:] / math.sqrt(2.0)
     out[rows, cols] = off
     out[cols, rows] = off
@@ -107,10 +113,8 @@ def mat2vec(matrix: np.ndarray) -> np.ndarray:
     True
     """
     matrix = np.asarray(matrix, dtype=np.float64)
-    p = matrix.shape[0]
-    rows, cols = np.tril_indices(p, -1)
-    order = np.lexsort((rows, cols))
-    return np.concatenate([np.diag(matrix), math.sqrt(2.0) * matrix[rows[order], cols[order]]])
+    rows, cols = _strict_lower(matrix.shape[0])
+    return np.concatenate([np.diag(matrix), math.sqrt(2.0) * matrix[rows, cols]])
 
 
 def _exact_gaussian(values: np.ndarray, sensitivity: float, budget: PrivacyBudget,
@@ -135,8 +139,7 @@ def _exact_gaussian_zcdp(values: np.ndarray, sensitivity: float, rho: float,
     """γ·(round(values/γ) + N_Z(0, s²)), s² ≥ (Δ/γ + √d)²/(2ρ): at most ρ-zCDP (CKS Thm 14)."""
     _zcdp_sigma(sensitivity, rho)
     d = int(values.size)
-    grid = public_grid(sensitivity, d, "l2")
-    inflated = math.nextafter(sensitivity + grid * math.sqrt(d), math.inf)
+    grid, inflated = rounded_l2_sensitivity(sensitivity, d)
     s2 = round_up_rational((Fraction(inflated) / Fraction(grid)) ** 2 / (2 * Fraction(rho)))
     noisy = add_ints(to_grid(values, grid), discrete_gaussian(rng, s2, d))
     info = {"grid": grid, "sensitivity": inflated, "scale": grid * math.sqrt(float(s2)),
