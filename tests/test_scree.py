@@ -19,7 +19,12 @@ from dppca_dask import (
     pmwm_control,
     privacy_control,
 )
-from dppca_dask.graph.scree_passes import DaskBackend, NumpyBackend, Request, pair_block_bounds
+from dppca_dask.graph.scree_passes import (
+    NumpyScoresBackend,
+    Request,
+    ScoresBackend,
+    pair_block_bounds,
+)
 from dppca_dask.io.data import as_data
 from dppca_dask.io.datasets import make_gau
 from dppca_dask.pca.postprocess import (
@@ -85,10 +90,10 @@ def test_scree_to_pve__spec_oracles(gau100):
 def test_dp_scree__r_clipped_bases_and_noise_sd(gau100):
     """§16: bases 1.2366998749 / 1.2504031387 and noise sd 0.1198717252 (C = 3, ε = 2, δ = 1e-3)."""
     centred, vectors = _old_api(gau100)
-    for backend in (NumpyBackend(centred, vectors),
-                    DaskBackend(da.from_array(centred, chunks=(13, 20)), vectors)):
-        (sums,), _ = backend.run([Request("sum")])
-        (clipped,), _ = backend.run([Request("clipped", (sums / 100, 3.0))])
+    for backend in (NumpyScoresBackend(centred, vectors),
+                    ScoresBackend(da.from_array(centred, chunks=(13, 20)), vectors)):
+        (sums,) = backend.evaluate([Request("sum")])
+        (clipped,) = backend.evaluate([Request("clipped", (sums / 100, 3.0))])
         np.testing.assert_allclose(100 / 99 * clipped / 100, R_BASES, rtol=0, atol=5e-11)
     fit = dp_scree(centred, privacy=privacy_control(loading=(1, 1e-5), scree=(2, 1e-3)), k=2,
                    control=clipped_control(C_clip=3), V_dp=vectors, center="empirical",
@@ -189,8 +194,8 @@ def test_dp_scree__huber_pairs_and_blocks_follow_row_order(data):
     _, vectors = ordered_eigh(np.cov(data, rowvar=False))
     counts = []
     for chunks in (1, 5, 61):
-        backend = DaskBackend(da.from_array(data, chunks=(chunks, 4)), vectors[:, :2])
-        (c,), _ = backend.run([Request("m2", (np.zeros(2), -6, 8, pair_block_bounds(61, 4)))])
+        backend = ScoresBackend(da.from_array(data, chunks=(chunks, 4)), vectors[:, :2])
+        (c,) = backend.evaluate([Request("m2", (np.zeros(2), -6, 8, pair_block_bounds(61, 4)))])
         counts.append(c)
     assert all((c == counts[0]).all() for c in counts) and counts[0].sum() == 8
 

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dppca_dask.graph.scree_passes import NumpyBackend
+from dppca_dask.graph.rounds import run
+from dppca_dask.graph.scree_passes import NumpyScoresBackend
 from dppca_dask.pca.scree_controls import clipped_control, huber_control, pmwm_control
 from dppca_dask.pca.scree_methods import (
     CENTER_SHARE,
     Context,
     clipped_scree,
-    drive,
     huber_scree,
     pmwm_scree,
     private_center,
@@ -48,13 +48,13 @@ def scores() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _run(proc_factory, x, v, center, seed, reps=REPS):
-    backend = NumpyBackend(x, v)
+    backend = NumpyScoresBackend(x, v)
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(reps):
         ctx = Context(n=x.shape[0], k=v.shape[1], calibration="classical", rng=rng,
                       center=center)
-        (result,) = drive([proc_factory(ctx)], backend)
+        result = run(proc_factory(ctx), backend)
         out.append((result, ctx.ledger))
     return out
 
@@ -147,13 +147,13 @@ def test_private_center__noise_scale_without_clipping():
     """With ε large enough the radius covers every row, so the centre is the exact mean plus the
     combined Gaussian noise of the two rounds, whose σ the procedure reports."""
     x = np.random.default_rng(5).normal(size=(300, 3)) * [2.0, 1.0, 0.5] + [1.0, -1.0, 3.0]
-    backend = NumpyBackend(x, np.eye(3))
+    backend = NumpyScoresBackend(x, np.eye(3))
     rng = np.random.default_rng(6)
     budget = PrivacyBudget(400.0 / CENTER_SHARE, 1e-3)
     z = []
     for _ in range(1000):
         ctx = Context(n=300, k=3, calibration="classical", rng=rng)
-        ((center, details),) = drive([private_center(ctx, budget)], backend)
+        center, details = run(private_center(ctx, budget), backend)
         assert details["radius"][1] > np.linalg.norm(x - center, axis=1).max() * 0.9
         z.extend(((center - x.mean(axis=0)) / details["sd"]).tolist())
     _chi2(np.array(z))
@@ -170,14 +170,14 @@ def test_private_center__bias_negligible_next_to_the_noise():
 
     x = make_gau(1000, rng=0).iloc[:, :20].to_numpy()
     v = ordered_eigh(np.cov(x, rowvar=False))[1][:, :5]
-    backend = NumpyBackend(x, v)
+    backend = NumpyScoresBackend(x, v)
     ybar = x.mean(axis=0) @ v
     rng = np.random.default_rng(7)
     scree = PrivacyBudget(0.5, 5e-6)
     excess, sigma2 = [], []
     for _ in range(40):
         ctx = Context(n=5000, k=5, calibration="classical", rng=rng)
-        ((center, details),) = drive([private_center(ctx, scree.scaled(CENTER_SHARE))], backend)
+        center, details = run(private_center(ctx, scree.scaled(CENTER_SHARE)), backend)
         excess.append((center - ybar) ** 2)
         sigma2.append(details["sd"] ** 2)
     per = scree.scaled((1 - CENTER_SHARE) / 5)

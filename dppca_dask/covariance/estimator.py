@@ -41,7 +41,7 @@ from dppca_dask._validation import bad_param, parse_bool, parse_choice
 from dppca_dask.covariance.maxent import psd_project
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, as_control, initial_shares, run_pace_ggm
 from dppca_dask.errors import ParameterError
-from dppca_dask.graph.compute import compute
+from dppca_dask.graph.rounds import once, run
 from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.kernels.gram import clipped_gram
@@ -152,7 +152,7 @@ def clipped_second_moment(X: Any, *, bounds: Any) -> xr.DataArray:
     """
     source = as_data(X, owner="clipped_second_moment", min_rows=1)
     b = parse_bounds(bounds, source.variables, "clipped_second_moment")
-    (parts,) = compute(_moment_graph(source, b, False))
+    (parts,) = run(once(_moment_graph(source, b, False)))
     names = list(source.variables)
     return xr.DataArray(
         parts[0] / source.n, dims=("variable", "variable_"),
@@ -361,7 +361,7 @@ def _fit_covariance(
     if source.n < 1:
         raise ParameterError("dp_covariance needs at least one row.")
     plan = plan.with_allocations(_allocations(method, plan.rho, control, source.p))
-    (parts,) = compute(_moment_graph(source, bounds, report_clipping))
+    (parts,) = run(once(_moment_graph(source, bounds, report_clipping)))
     gram, sums, clipped = parts
     estimate = release_covariance(gram / source.n, n=source.n, bounds=bounds, rho=plan.rho,
                                   method=method, control=control, rng=rng_state.generator,

@@ -39,6 +39,7 @@ from typing import Any, Literal
 import dask
 import dask.array as da
 import numpy as np
+from dask.base import is_dask_collection
 from dask.delayed import Delayed, delayed
 from threadpoolctl import threadpool_limits
 
@@ -106,8 +107,51 @@ def use_compute(fn: Callable[..., tuple[Any, ...]]) -> Iterator[None]:
         _COMPUTE.reset(token)
 
 
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _one_kind(objs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``objs`` with every dask object wrapped as a Delayed when they are of several kinds.
+
+    dask 2026.8 (``dask.compute`` and ``Client.compute``) returns the results of a call that
+    mixes kinds of collections (e.g. Delayed and Array) grouped by kind, but hands them back in
+    the order of the arguments: ``compute(delayed_a, array_b, delayed_c)`` gives ``(a, c, b)``
+    -- a silent wrong answer. One kind per call avoids it (values are unchanged).
+    """
+    kinds: set[type] = set()
+
+    def visit(obj: Any) -> None:
+        if is_dask_collection(obj):
+            kinds.add(type(obj))
+        elif isinstance(obj, tuple | list):
+            for item in obj:
+                visit(item)
+        elif isinstance(obj, dict):
+            for item in obj.values():
+                visit(item)
+
+    for obj in objs:
+        visit(obj)
+    if len(kinds) <= 1:
+        return objs
+    return tuple(delayed(_identity, pure=True)(o) for o in objs)
+
+
 def compute(*objs: Any) -> tuple[Any, ...]:
-    """Compute Dask collections: the single computation point of every estimator stage."""
+    """Compute Dask collections: the single computation point of every estimator stage.
+
+    Results come back in argument order whatever the mix of collection kinds (see
+    :func:`_one_kind`).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dask import delayed
+    >>> compute(delayed("a"), da.ones(4, chunks=2).sum(), delayed("c"))
+    ('a', np.float64(4.0), 'c')
+    """
+    objs = _one_kind(objs)
     fn = _COMPUTE.get()
     if fn is None:
         with threadpool_limits(limits=1, user_api="blas"):

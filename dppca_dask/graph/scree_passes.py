@@ -1,15 +1,16 @@
 """The data passes of ``dp_scree``: requests for small exact aggregates, and the backends that run them.
 
-A mechanism step asks for a statistic with a :class:`Request` (its kind and public arguments);
-the driver gathers every request that is ready, and a backend evaluates them **together in one
-computation** -- one read of X per round, whatever the number of methods and components.
+A mechanism stage asks for a statistic with a :class:`Request` (its kind and public arguments);
+the driver (:mod:`dppca_dask.graph.rounds`) gathers every request that is ready, and a backend
+evaluates them **together in one computation** -- one read of X per round, whatever the number
+of methods and components.
 
-* :class:`DaskBackend` -- the real one: scores Y = X·V as a lazy dask array on X's row chunks,
+* :class:`ScoresBackend` -- the real one: scores Y = X·V as a lazy dask array on X's row chunks,
   each request a fixed-order tree sum over row blocks (:func:`~dppca_dask.graph.passes.row_block_sum`)
   of a kernel of :mod:`dppca_dask.kernels.scree`, all computed by one
   :func:`~dppca_dask.graph.compute.compute` call. The Huber m₂ pairs need blocks cut on the
   public pair-block boundaries, so that request rechunks Y (n × k, small next to X) first.
-* :class:`NumpyBackend` -- the same kernels on an in-memory array in one block (tests, and the
+* :class:`NumpyScoresBackend` -- the same kernels on an in-memory array in one block (tests, and the
   statistical checks that run a mechanism thousands of times).
 
 Tasks are pure functions of the data and public values; nothing here draws noise.
@@ -27,9 +28,10 @@ import numpy as np
 
 from dppca_dask.graph.compute import compute
 from dppca_dask.graph.passes import row_block_sum
+from dppca_dask.graph.rounds import DaskBackend
 from dppca_dask.kernels import scree as kernels
 
-__all__ = ["DaskBackend", "NumpyBackend", "Request", "pair_block_bounds"]
+__all__ = ["NumpyScoresBackend", "Request", "ScoresBackend", "pair_block_bounds"]
 
 Kind = Literal["sum", "radius", "clipped", "signed", "winsor", "m2", "huber"]
 
@@ -87,10 +89,15 @@ def _pair_chunks(n: int, bounds: np.ndarray, target_rows: int) -> tuple[int, ...
     return tuple(sizes)
 
 
-class DaskBackend:
-    """Evaluate requests on the rows of a dask array with Dask (one compute per round)."""
+class ScoresBackend(DaskBackend):
+    """Evaluate a round on the scores Y = X·V of a dask array (one compute per round).
+
+    :class:`Request` objects become fixed-order tree sums of a kernel over Y's row blocks; any
+    other request (a lazy Dask object of another stage) is computed as it is, in the same round.
+    """
 
     def __init__(self, x: da.Array, directions: np.ndarray) -> None:
+        super().__init__()
         v = np.ascontiguousarray(directions, dtype=np.float64)
         if len(x.chunks[1]) != 1:
             x = x.rechunk({1: -1})
@@ -98,9 +105,10 @@ class DaskBackend:
         self.k = int(v.shape[1])
         self.y = x.map_blocks(kernels.scores, v, chunks=(x.chunks[0], (self.k,)),
                               dtype=np.float64, name="dppca-scree-scores")
-        self.passes = 0
 
-    def _graph(self, request: Request) -> Any:
+    def lower(self, request: Any) -> Any:
+        if not isinstance(request, Request):
+            return request
         fn, with_start = _KERNELS[request.kind]
         y = self.y
         if request.kind == "m2":
@@ -110,27 +118,28 @@ class DaskBackend:
         return row_block_sum(y, fn, *request.args, with_start=with_start,
                              name=f"dppca-scree-{request.kind}")
 
-    def run(self, requests: Sequence[Request], extras: Sequence[Any] = ()) -> tuple[list, list]:
-        """Compute every request (and any extra dask objects) in one computation."""
-        graphs = [self._graph(r) for r in requests]
-        out = compute(*graphs, *extras)
-        self.passes += 1
-        return list(out[: len(graphs)]), list(out[len(graphs):])
 
+class NumpyScoresBackend:
+    """The same kernels on an in-memory array, evaluated in one block (start = 0).
 
-class NumpyBackend:
-    """The same kernels on an in-memory array, evaluated in one block (start = 0)."""
+    Lazy Dask requests of other stages are computed together, once per round.
+    """
 
     def __init__(self, x: np.ndarray, directions: np.ndarray) -> None:
         self.y = kernels.scores(np.asarray(x, dtype=np.float64), directions)
         self.n, self.k = self.y.shape
         self.passes = 0
 
-    def run(self, requests: Sequence[Request], extras: Sequence[Any] = ()) -> tuple[list, list]:
-        results = []
-        for request in requests:
-            fn, with_start = _KERNELS[request.kind]
-            args = (self.y, 0, *request.args) if with_start else (self.y, *request.args)
-            results.append(fn(*args))
+    def evaluate(self, requests: Sequence[Any]) -> tuple[Any, ...]:
+        out: list[Any] = list(requests)
+        lazy = [i for i, r in enumerate(requests) if not isinstance(r, Request)]
+        for i, request in enumerate(requests):
+            if isinstance(request, Request):
+                fn, with_start = _KERNELS[request.kind]
+                args = (self.y, 0, *request.args) if with_start else (self.y, *request.args)
+                out[i] = fn(*args)
+        if lazy:
+            for i, value in zip(lazy, compute(*(requests[i] for i in lazy)), strict=True):
+                out[i] = value
         self.passes += 1
-        return results, list(compute(*extras)) if extras else []
+        return tuple(out)

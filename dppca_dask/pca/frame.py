@@ -27,7 +27,7 @@ import numpy as np
 
 from dppca_dask.errors import BudgetError
 from dppca_dask.graph.passes import row_block_sum
-from dppca_dask.graph.steps import Steps, run_steps
+from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.kernels.scores import center_counts, project, radius_counts
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import PrivacyBudget
@@ -46,7 +46,7 @@ __all__ = [
     "RADIUS_QUANTILE",
     "Frame",
     "durfee_frame",
-    "durfee_frame_steps",
+    "durfee_frame_stage",
     "score_array",
     "smooth_frame",
     "smooth_sensitivity",
@@ -104,11 +104,11 @@ def durfee_frame(
 
     ``eps`` is the whole frame allocation; each of the four searches gets ``eps/4``.
     """
-    return run_steps(durfee_frame_steps(x, directions, n=n, eps=eps, rng=rng, labels=labels,
+    return run(durfee_frame_stage(x, directions, n=n, eps=eps, rng=rng, labels=labels,
                                         beta=beta, max_steps=max_steps))
 
 
-def durfee_frame_steps(
+def durfee_frame_stage(
     x: da.Array,
     directions: np.ndarray,
     *,
@@ -118,8 +118,8 @@ def durfee_frame_steps(
     labels: tuple[str, str] = ("PC1", "PC2"),
     beta: float = DEFAULT_BETA,
     max_steps: int = DEFAULT_MAX_STEPS,
-) -> Steps:
-    """:func:`durfee_frame` as steps (:mod:`dppca_dask.graph.steps`): yields its two count passes."""
+) -> Stage[tuple[Frame, tuple[SpendRecord, ...]]]:
+    """:func:`durfee_frame` as a stage (:mod:`dppca_dask.graph.rounds`): its two count passes."""
     each = eps / 4.0
     grid = upper_grid(beta, max_steps)
     (pos, neg), = yield (row_block_sum(x, center_counts, directions, grid, beta,

@@ -29,11 +29,11 @@ from dppca_dask._validation import parse_bool, parse_choice, parse_int
 from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import (
     DEFAULT_PAIR_BLOCK,
-    compute,
     kendall_sum,
     moments,
     pair_groups,
 )
+from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.postprocess import align_signs, ordered_eigh
 from dppca_dask.privacy.accounting import CALIBRATIONS
@@ -154,7 +154,7 @@ def spherical_kendall(
         source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
         reread="auto" if source.origin == "zarr" else False,
     )
-    (parts,) = compute(graph)
+    (parts,) = run(once(graph))
     k = _kendall_from_parts(parts, layout.n_pairs)
     names = list(source.variables)
     return xr.DataArray(
@@ -285,7 +285,7 @@ def _fit_loading(
         reread="auto" if source.origin == "zarr" else False,
     )
     lazy = [graph, moments(source.array)] if non_private else [graph]
-    computed = compute(*lazy)
+    computed = run(once(*lazy))
     k = _kendall_from_parts(computed[0], layout.n_pairs)
     release = gaussian_symmetric_matrix(
         k, sensitivity=sensitivity_value, budget=budget, calibration=calibration,

@@ -10,10 +10,10 @@ Stages, in order:
    Everything that can be checked from public quantities (n, p, k, axes, bins, methods,
    controls) is checked here, so a plan that does not fit is refused **before any data pass**;
 2. the loading stage (:func:`~dppca_dask.pca.loading._fit_loading`): one Kendall pass, its noise;
-3. the scree stage (:func:`~dppca_dask.pca.scree._fit_scree`) and the score stage (the steps of
-   :func:`~dppca_dask.pca.score._score_steps`) **together**: each round of the scree stage computes
-   the score stage's next pass in the same Dask computation (:class:`SharedBackend`), so the
-   two stages share every read of the input.
+3. the scree stage (:func:`~dppca_dask.pca.scree.scree_stage`) and the score stage
+   (:func:`~dppca_dask.pca.score.score_stage`) **together**, on one driver
+   (:func:`~dppca_dask.graph.rounds.gather`): each round batches the pending requests of both
+   into one Dask computation, so the two stages share every read of the input.
 
 Number of reads of the input (Dask computations)::
 
@@ -40,16 +40,15 @@ import xarray as xr
 
 from dppca_dask._validation import parse_axes, parse_bool, parse_choice, parse_int
 from dppca_dask.errors import InputError, ParameterError
-from dppca_dask.graph.compute import compute
-from dppca_dask.graph.scree_passes import DaskBackend
-from dppca_dask.graph.steps import Steps
+from dppca_dask.graph.rounds import gather, run
+from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.frame import FRAME_METHODS
 from dppca_dask.pca.histograms import parse_bins
 from dppca_dask.pca.histograms import parse_methods as parse_score_methods
 from dppca_dask.pca.loading import SENSITIVITIES, _fit_loading
-from dppca_dask.pca.score import _parse_directions, _score_steps
-from dppca_dask.pca.scree import DEFAULT_MAX_K, _fit_scree, _parse_center
+from dppca_dask.pca.score import _parse_directions, score_stage
+from dppca_dask.pca.scree import DEFAULT_MAX_K, _parse_center, scree_stage
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
@@ -58,7 +57,7 @@ from dppca_dask.results.base import LoadingResult, _freeze, _labels, base_metada
 from dppca_dask.results.pca import PCAResult, build_pca_result
 from dppca_dask.rng import RngState, as_rng
 
-__all__ = ["SharedBackend", "dp_pca", "expected_reads"]
+__all__ = ["dp_pca", "expected_reads"]
 
 _OWNER = "dp_pca"
 _SCREE_ROUNDS = {"clipped": 1, "pmwm": 2}
@@ -83,47 +82,6 @@ def expected_reads(*, scree_methods: Sequence[str], center: Any = "private",
     c = _CENTER_ROUNDS.get(center, 0) if isinstance(center, str) else 0
     m = max(_SCREE_ROUNDS.get(name, 1 + huber_steps) for name in scree_methods)
     return (0 if v_dp else 1) + max(c + m, 3 if frame == "durfee" else 2)
-
-
-class SharedBackend(DaskBackend):
-    """The scree stage's backend that also runs a side stage's passes (steps) in its rounds.
-
-    Each :meth:`run` computes the scree requests, the side stage's pending pass and any extras
-    in ONE computation, then sends the side stage its values (it draws its noise and yields its
-    next pass). :meth:`finish` runs what is left of the side stage after the scree stage ends.
-    """
-
-    def __init__(self, x: Any, directions: np.ndarray, side: Steps) -> None:
-        super().__init__(x, directions)
-        self._side = side
-        self._pending: tuple[Any, ...] | None = None
-        self.side_result: Any = None
-        self._advance(None)
-
-    def _advance(self, values: tuple[Any, ...] | None) -> None:
-        try:
-            self._pending = next(self._side) if values is None else self._side.send(values)
-        except StopIteration as stop:
-            self._pending = None
-            self.side_result = stop.value
-
-    def run(self, requests: Sequence[Any], extras: Sequence[Any] = ()) -> tuple[list, list]:
-        graphs = [self._graph(r) for r in requests]
-        side = self._pending or ()
-        out = compute(*graphs, *side, *extras)
-        self.passes += 1
-        a, b = len(graphs), len(graphs) + len(side)
-        if side:
-            self._advance(tuple(out[a:b]))
-        return list(out[:a]), list(out[b:])
-
-    def finish(self) -> Any:
-        """Run the side stage's remaining passes alone; return its result."""
-        while self._pending is not None:
-            values = compute(*self._pending)
-            self.passes += 1
-            self._advance(tuple(values))
-        return self.side_result
 
 
 def _supplied_loading(v: np.ndarray, source: DataSource, plan: BudgetPlan, calibration: str,
@@ -323,18 +281,18 @@ def _fit_pca(
                              note="directions released earlier; recorded, not spent again")
         loading = _supplied_loading(v, source, plan, calibration, rng_state.seeded, shared)
 
-    score_steps = _score_steps(
+    score = score_stage(
         source, plan, v, (shared,), axes=axes, m_bins=m_bins, methods=hist_methods,
         frame=frame, non_private=non_private, calibration=calibration, rng_state=rng_state,
         extra={"cpp_option": cpp_option, "v_dp_supplied": supplied is not None,
                "shared_directions": "dp_pca"})
-    backend = SharedBackend(source.array, v[:, :k], score_steps)
-    scree = _fit_scree(source, plan, methods=scree_methods, controls=controls, k=k,
-                       V_dp=loading if supplied is None else v, mono=mono,
-                       cpp_option=cpp_option, non_private=non_private,
-                       calibration=calibration, rng_state=rng_state, center=center,
-                       block_rows=block_rows, backend=backend)
-    score = backend.finish()
+    scree = scree_stage(
+        source, plan, v[:, :k], "dp_pca loading part" if supplied is None else "supplied V_dp",
+        (shared,), methods=scree_methods, controls=controls, k=k, mono=mono,
+        cpp_option=cpp_option, non_private=non_private, calibration=calibration,
+        rng_state=rng_state, center=center)
+    backend = ScoresBackend(source.array, v[:, :k])
+    score, scree = run(gather([score, scree]), backend)  # score first: its draws come first
     passes += backend.passes
 
     ledger = [*loading.ledger,

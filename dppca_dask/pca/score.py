@@ -25,13 +25,13 @@ import xarray as xr
 
 from dppca_dask._validation import bad_param, parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
-from dppca_dask.graph.steps import Steps, run_steps
+from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.frame import (
     FRAME_METHODS,
     INFLATE,
     Frame,
-    durfee_frame_steps,
+    durfee_frame_stage,
     score_array,
     smooth_frame,
 )
@@ -232,13 +232,13 @@ def _fit_score(
     v, records = _directions(source, plan, directions, calibration=calibration,
                              cpp_option=cpp_option, state=state, block_rows=block_rows,
                              sensitivity=sensitivity)
-    return run_steps(_score_steps(
+    return run(score_stage(
         source, plan, v, records, axes=axes, m_bins=m_bins, methods=methods, frame=frame,
         non_private=non_private, calibration=calibration, rng_state=state,
         extra={"cpp_option": cpp_option, "v_dp_supplied": V_dp is not None}))
 
 
-def _score_steps(
+def score_stage(
     source: DataSource,
     plan: BudgetPlan,
     v: np.ndarray,
@@ -252,8 +252,8 @@ def _score_steps(
     calibration: str,
     rng_state: RngState,
     extra: dict[str, Any],
-) -> Steps:
-    """The score stage after the directions, as steps (:mod:`dppca_dask.graph.steps`): the frame's
+) -> Stage[ScoreResult]:
+    """The score stage after the directions (:mod:`dppca_dask.graph.rounds`): the frame's
     passes, then the cell counts; returns the :class:`ScoreResult` (``records``: the directions'
     ledger entries)."""
     state = rng_state
@@ -272,7 +272,7 @@ def _score_steps(
 
     observed = None
     if frame == "durfee":
-        fr, frame_records = yield from durfee_frame_steps(
+        fr, frame_records = yield from durfee_frame_stage(
             source.array, v2, n=source.n, eps=FRAME_SHARE * score_budget.eps,
             rng=state.generator, labels=labels)
     else:

@@ -8,8 +8,9 @@ Stages, in order:
    pass), or a supplied ``V_dp`` whose loading allocation is recorded as a prior release;
 3. the centre of the scores: private (two passes; docs/design/scree.md), empirical (one pass,
    R-compatible, outside the guarantee) or public constants (no pass);
-4. the methods, run in lockstep by :func:`~dppca_dask.pca.scree_methods.drive`: every data pass
-   returns small exact aggregates of the scores Y = X·V and the noise is drawn on the driver;
+4. the methods, run side by side by the pass protocol (:mod:`dppca_dask.graph.rounds`): every
+   data pass returns small exact aggregates of the scores Y = X·V and the noise is drawn on the
+   driver (:func:`scree_stage` is this and step 5, ready to share rounds with other stages);
 5. post-processing: the centre-noise correction, the monotone PAVA fit and the PVE.
 
 Budget: ε_ℓ = ε/k and δ_ℓ = δ/k per component (basic composition); each method gets the full scree
@@ -27,7 +28,8 @@ import numpy as np
 from dppca_dask._validation import bad_param, parse_bool, parse_choice, parse_int
 from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.graph.compute import moments
-from dppca_dask.graph.scree_passes import DaskBackend
+from dppca_dask.graph.rounds import Stage, chain, counted, gather, once, run
+from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.loading import SENSITIVITIES, _fit_loading
 from dppca_dask.pca.postprocess import monotone_scree, ordered_eigh, scree_to_pve
@@ -36,7 +38,6 @@ from dppca_dask.pca.scree_methods import (
     CENTER_SHARE,
     PROCEDURES,
     Context,
-    drive,
     empirical_center,
     private_center,
 )
@@ -230,7 +231,6 @@ def _fit_scree(
     center: str | np.ndarray,
     block_rows: int | None = None,
     lockstep: bool = True,
-    backend: Any = None,
     sensitivity: str = "seed",
 ) -> ScreeResult:
     """Run dp_scree on a validated source (shared with the CLI task); see :func:`dp_scree`."""
@@ -247,9 +247,7 @@ def _fit_scree(
     if isinstance(center, np.ndarray) and center.size not in (1, p):
         raise bad_param("center", _OWNER, f"a number or {p} constants (one per variable)",
                         f"{center.size} values")
-    scree_budget = plan.spend("scree")
-    share = CENTER_SHARE if isinstance(center, str) and center == "private" else 0.0
-    method_budget = scree_budget.scaled(1.0 - share)
+    plan.spend("scree")  # spendable (never prior): checked before any data pass
 
     ledger: list[SpendRecord] = []
     if supplied is None:
@@ -265,38 +263,80 @@ def _fit_scree(
                                   delta=prior.delta, status="prior",
                                   note=f"V_dp ({how}) supplied: recorded, not spent again"))
 
-    backend = backend or DaskBackend(source.array, directions)
+    backend = ScoresBackend(source.array, directions)
+    return run(scree_stage(source, plan, directions, how, ledger, methods=methods,
+                           controls=controls, k=k, mono=mono, cpp_option=cpp_option,
+                           non_private=non_private, calibration=calibration,
+                           rng_state=rng_state, center=center, lockstep=lockstep), backend)
+
+
+def scree_stage(
+    source: DataSource,
+    plan: BudgetPlan,
+    directions: np.ndarray,
+    how: str,
+    records: Sequence[SpendRecord],
+    *,
+    methods: Sequence[str],
+    controls: dict[str, Any],
+    k: int,
+    mono: bool,
+    cpp_option: bool,
+    non_private: bool,
+    calibration: str,
+    rng_state: RngState,
+    center: str | np.ndarray,
+    lockstep: bool = True,
+) -> Stage[ScreeResult]:
+    """The scree part after the directions, as a stage of :mod:`dppca_dask.graph.rounds`.
+
+    Its requests are :class:`~dppca_dask.graph.scree_passes.Request` objects on the scores of
+    ``directions`` (p × k), so it runs on a :class:`~dppca_dask.graph.scree_passes.ScoresBackend`
+    of those directions; ``records`` are the directions' ledger entries.
+    """
+    n, p = source.n, source.p
+    scree_budget = plan.spend("scree")
+    share = CENTER_SHARE if isinstance(center, str) and center == "private" else 0.0
+    method_budget = scree_budget.scaled(1.0 - share)
+    ledger = list(records)
     ctx = Context(n=n, k=k, calibration=calibration, rng=rng_state.generator, ledger=ledger)
-    extras = [moments(source.array)] if non_private else []
+    extras = (moments(source.array),) if non_private else ()
     correction = 0.0
     center_details: dict[str, Any] = {}
+    passes = 0
     if isinstance(center, np.ndarray):
         ctx.center = np.broadcast_to(center, (p,)) @ directions
         mode = "constants"
     elif center == "empirical":
-        (ctx.center,) = drive([empirical_center(ctx)], backend, extras=extras)
+        (ctx.center, extras), rounds = yield from counted(gather([empirical_center(ctx),
+                                                                  once(*extras)]))
         mode = "empirical"
     else:
-        ((ctx.center, center_details),) = drive(
-            [private_center(ctx, scree_budget.scaled(share))], backend, extras=extras)
+        ((ctx.center, center_details), extras), rounds = yield from counted(gather(
+            [private_center(ctx, scree_budget.scaled(share)), once(*extras)]))
         correction = n / (n - 1.0) * center_details["sd"] ** 2
         mode = "private"
+    if mode != "constants":
+        passes += rounds
 
     comps = list(range(k))
-    late = extras if mode == "constants" else None  # otherwise computed with the centre's pass
+    late = extras if mode == "constants" else ()  # otherwise computed with the centre's pass
     if lockstep:
         procs = [PROCEDURES[m](ctx, controls[m], method_budget, comps) for m in methods]
-        outcomes = drive(procs, backend, extras=late)
+        (outcomes, late), rounds = yield from counted(gather([gather(procs), once(*late)]))
         raw_list = [values for values, _ in outcomes]
         details = {m: d for m, (_, d) in zip(methods, outcomes, strict=True)}
     else:
         procs = [PROCEDURES[m](ctx, controls[m], method_budget, [c]) for m in methods
                  for c in comps]
-        flat = drive(procs, backend, lockstep=False, extras=late)
+        (flat, late), rounds = yield from counted(gather([chain(procs), once(*late)]))
         raw_list = [np.concatenate([v for v, _ in flat[i * k:(i + 1) * k]])
                     for i in range(len(methods))]
         details = {m: _merge([d for _, d in flat[i * k:(i + 1) * k]])
                    for i, m in enumerate(methods)}
+    passes += rounds
+    if mode == "constants":
+        extras = late
     raw = np.maximum(np.vstack(raw_list) - correction, 0.0)
     scree = np.vstack([monotone_scree(r) for r in raw]) if mono else raw
     pve = np.vstack([scree_to_pve(s) for s in scree])
@@ -326,7 +366,7 @@ def _fit_scree(
             "each_method": method_budget.as_dict(),
             "per_component": method_budget.scaled(1.0 / k).as_dict(),
         },
-        "passes": backend.passes,
+        "passes": passes,
         "draw_order": "lockstep" if lockstep else "sequential",
     }
     return build_scree_result(

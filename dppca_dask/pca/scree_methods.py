@@ -1,15 +1,17 @@
-"""The private scree mechanisms as step-by-step procedures, and the driver that batches their passes.
+"""The private scree mechanisms as stages of the pass protocol (:mod:`dppca_dask.graph.rounds`).
 
-Each procedure is a generator that reads like the spec (SPEC_dppca.md §5.2–5.4): it ``yield``s a
-:class:`~dppca_dask.graph.scree_passes.Request` when it needs a statistic of the data, receives the
-exact aggregate, draws its noise through :mod:`dppca_dask.privacy.mechanisms` on the driver and finally
-returns the raw private scree values of its components with a dict of the other values it
-released (cut-offs, m₂, τ: private releases, safe to report). :func:`drive` runs several procedures
-in *lockstep*: every request that is ready is evaluated in one data pass, so the k components
-and all requested methods share each read of X (the Huber gradient steps, which depend on the
-previous noisy μ, cost one small pass per step for all of them together). ``lockstep=False``
-runs them one after another instead: one procedure per component reproduces the R package's
-order of random draws (component by component) at the cost of more passes.
+Each procedure is a stage that reads like the spec (docs/spec/SPEC_dppca.md §5.2–5.4): when it
+needs a statistic of the data it asks for a :class:`~dppca_dask.graph.scree_passes.Request`
+(:func:`ask`), receives the exact aggregate, draws its noise through
+:mod:`dppca_dask.privacy.mechanisms` on the driver and finally returns the raw private scree
+values of its components with a dict of the other values it released (cut-offs, m₂, τ: private
+releases, safe to report). ``dp_scree`` runs the procedures side by side
+(:func:`~dppca_dask.graph.rounds.gather`): every request that is ready is evaluated in one data
+pass, so the k components and all requested methods share each read of X (the Huber gradient
+steps, which depend on the previous noisy μ, cost one small pass per step for all of them
+together). ``lockstep=False`` chains them instead (:func:`~dppca_dask.graph.rounds.chain`): one
+procedure per component reproduces the R package's order of random draws (component by
+component) at the cost of more passes.
 
 The private centre (:func:`private_center`) is this package's design, see
 ``docs/design/scree.md``: the scores are centred on a private estimate of their mean vector,
@@ -20,12 +22,13 @@ distances to the current centre.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from dppca_dask.graph.rounds import Stage
 from dppca_dask.graph.scree_passes import Request, pair_block_bounds
 from dppca_dask.pca.scree_controls import ClippedControl, Control, HuberControl, PMWMControl
 from dppca_dask.privacy.accounting import SpendRecord
@@ -44,7 +47,7 @@ __all__ = [
     "RADIUS_SHARE",
     "Context",
     "clipped_scree",
-    "drive",
+    "ask",
     "empirical_center",
     "huber_defaults",
     "spent_fractions",
@@ -65,7 +68,7 @@ RADIUS_BETA = 1.1
 the search short, so few noisy comparisons can stop it early."""
 RADIUS_STEPS = 1000
 
-Procedure = Generator[Request, Any, Any]
+Procedure = Stage[Any]
 
 
 @dataclass
@@ -85,44 +88,10 @@ class Context:
         return release.value
 
 
-def drive(
-    procedures: Sequence[Procedure],
-    backend: Any,
-    *,
-    lockstep: bool = True,
-    extras: list[Any] | None = None,
-) -> list[Any]:
-    """Run the procedures, evaluating their requests on ``backend``; return their results.
-
-    ``extras`` (dask objects, e.g. the non-private moments) ride along with the first pass; their
-    values replace the list's contents.
-    """
-    results: list[Any] = [None] * len(procedures)
-    groups = [list(range(len(procedures)))] if lockstep else [[i] for i in range(len(procedures))]
-    for group in groups:
-        pending: dict[int, Request] = {}
-        for i in group:
-            _advance(procedures, i, None, pending, results)
-        while pending:
-            order = sorted(pending)
-            extra = list(extras) if extras else []
-            values, extra_values = backend.run([pending[i] for i in order], extra)
-            if extras:
-                extras[:] = extra_values
-                extras = None
-            for i, value in zip(order, values, strict=True):
-                _advance(procedures, i, value, pending, results)
-    if extras:  # no pass was needed: compute the extras on their own
-        _, extras[:] = backend.run([], list(extras))
-    return results
-
-
-def _advance(procs: Sequence[Procedure], i: int, value: Any, pending: dict, results: list) -> None:
-    try:
-        pending[i] = procs[i].send(value)
-    except StopIteration as stop:
-        pending.pop(i, None)
-        results[i] = stop.value
+def ask(request: Request) -> Procedure:
+    """One request as a stage round: ``value = yield from ask(Request(...))``."""
+    (value,) = yield (request,)
+    return value
 
 
 # --- centring ----------------------------------------------------------------------------------
@@ -130,7 +99,7 @@ def _advance(procs: Sequence[Procedure], i: int, value: Any, pending: dict, resu
 
 def empirical_center(ctx: Context) -> Procedure:
     """ȳ = mean of the scores (R-compatible; NOT covered by the privacy guarantee)."""
-    sums = yield Request("sum")
+    sums = yield from ask(Request("sum"))
     return np.asarray(sums, dtype=np.float64) / ctx.n
 
 
@@ -161,7 +130,7 @@ def private_center(ctx: Context, budget: PrivacyBudget) -> Procedure:
     for j, share in enumerate(CENTER_ROUNDS, start=1):
         eps_radius = RADIUS_SHARE * share * budget.eps
         gauss = PrivacyBudget((1.0 - RADIUS_SHARE) * share * budget.eps, share * budget.delta)
-        hist, inside, scaled = yield Request("radius", (m.copy(), grid))
+        hist, inside, scaled = yield from ask(Request("radius", (m.copy(), grid)))
         counts = np.cumsum(hist)[: grid.size]
         found = upper_from_counts(counts, grid, n=n, q=radius_quantile(n, eps_radius),
                                   eps=eps_radius, rng=ctx.rng, component="scree",
@@ -201,7 +170,7 @@ def clipped_scree(
     """Method "clipped" (SPEC §5.2): Gaussian mechanism on the mean of min(w, C), Δ = C/(n−1)."""
     n, clip = ctx.n, control.C_clip
     per = budget.scaled(1.0 / ctx.k)
-    sums = yield Request("clipped", (ctx.center, clip))
+    sums = yield from ask(Request("clipped", (ctx.center, clip)))
     out = []
     for comp in comps:
         base = _factor(n) * (sums[comp] / n)
@@ -229,7 +198,7 @@ def pmwm_scree(
     trim = min(max(control.trim_const / n_q, control.eta), 0.49)
     grid = upper_grid(control.beta, DEFAULT_MAX_STEPS)
     per = budget.scaled(1.0 / k)
-    pos, neg = yield Request("signed", (ctx.center, grid, control.beta, *q_rows))
+    pos, neg = yield from ask(Request("signed", (ctx.center, grid, control.beta, *q_rows)))
     lower = np.full(k, control.a)
     upper = np.full(k, control.b)
     for comp in comps:
@@ -245,7 +214,7 @@ def pmwm_scree(
         lo, hi = cuts
         if math.isfinite(lo) and math.isfinite(hi) and hi >= lo:
             lower[comp], upper[comp] = lo, hi
-    sums = yield Request("winsor", (ctx.center, lower, upper, *m_rows))
+    sums = yield from ask(Request("winsor", (ctx.center, lower, upper, *m_rows)))
     mean_budget = PrivacyBudget(per.eps / 2.0, per.delta)
     out = []
     for comp in comps:
@@ -324,8 +293,8 @@ def huber_scree(
     eps_m2 = control.m2_frac * per.eps
     gd = PrivacyBudget((1.0 - control.m2_frac) * per.eps, spent_fractions(control)[1] * per.delta)
     step = gd.scaled(1.0 / steps)
-    counts = yield Request("m2", (ctx.center, control.k_min_m2, control.k_max_m2,
-                                  pair_block_bounds(n, blocks)))
+    counts = yield from ask(Request("m2", (ctx.center, control.k_min_m2, control.k_max_m2,
+                                           pair_block_bounds(n, blocks))))
     tau = np.ones(k)
     mu = np.full(k, control.mu0)
     m2s = []
@@ -337,7 +306,7 @@ def huber_scree(
         m2s.append(m2)
         tau[comp] = huber_tau(m2, gd.eps, n)
     for t in range(steps):
-        sums = yield Request("huber", (ctx.center, mu.copy(), tau.copy()))
+        sums = yield from ask(Request("huber", (ctx.center, mu.copy(), tau.copy())))
         for comp in comps:
             moved = mu[comp] + control.eta0 * (sums[comp] / n)
             mu[comp] = ctx.keep(gaussian_release(
