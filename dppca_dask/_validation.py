@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import numpy as np
 
@@ -24,6 +24,13 @@ __all__ = [
 ]
 
 
+_E = TypeVar("_E", bound=Exception)
+
+
+@overload
+def bad_param(name: str, owner: str, rule: str, value: Any) -> ParameterError: ...
+@overload
+def bad_param(name: str, owner: str, rule: str, value: Any, *, cls: type[_E]) -> _E: ...
 def bad_param(
     name: str, owner: str, rule: str, value: Any, *, cls: type[Exception] = ParameterError
 ) -> Exception:

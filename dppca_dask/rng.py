@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -89,7 +89,9 @@ def as_rng(rng: Any, *, owner: str = "dppca_dask") -> RngState:
         if isinstance(rng, numbers.Integral) and int(rng) < 0:
             raise bad_param("rng", owner, "None, a non-negative int, a SeedSequence or a Generator",
                             rng)
-        return RngState(np.random.default_rng(rng), seeded=True)
+        # numpy's stubs list int and np.integer, not numbers.Integral (which it accepts alike).
+        seed = cast("int | np.integer[Any] | np.random.SeedSequence", rng)
+        return RngState(np.random.default_rng(seed), seeded=True)
     if isinstance(rng, np.random.Generator | Rng | _ContinuousRng):
         return RngState(rng, seeded=True)
     raise bad_param("rng", owner, "None, an int, a SeedSequence or a Generator", rng)

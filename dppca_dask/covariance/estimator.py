@@ -41,8 +41,8 @@ from dppca_dask._validation import bad_param, parse_bool, parse_choice
 from dppca_dask.covariance.maxent import psd_project
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, as_control, initial_shares, run_pace_ggm
 from dppca_dask.errors import ParameterError
-from dppca_dask.graph.rounds import once, run
 from dppca_dask.graph.passes import row_block_sum
+from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.kernels.gram import clipped_gram
 from dppca_dask.privacy.accounting import SpendRecord
@@ -233,21 +233,25 @@ def release_covariance(
                                       component="ssp")
         noisy = rel.value.copy()
         np.fill_diagonal(noisy, np.clip(np.diag(noisy), 0.0, 1.0))
-        estimate = psd_project(noisy) if control["psd"] else noisy
-        sd = np.full((d, d), rel.record.scale / math.sqrt(2.0))
-        np.fill_diagonal(sd, rel.record.scale)
+        released = psd_project(noisy) if control["psd"] else noisy
+        noise_sd = rel.record.scale
+        assert noise_sd is not None  # a Gaussian release always records its noise sd
+        sd = np.full((d, d), noise_sd / math.sqrt(2.0))
+        np.fill_diagonal(sd, noise_sd)
         measured = np.ones((d, d), dtype=bool)
         info["psd"] = control["psd"]
-        return CovarianceEstimate(estimate * scale, measured, 1.0 / (sd * scale) ** 2,
+        return CovarianceEstimate(released * scale, measured, 1.0 / (sd * scale) ** 2,
                                   rel.value * scale, [rel.record], _measured_info(info, measured))
     rel = gaussian_zcdp(np.diag(tilde), sensitivity=sens.diagonal, rho=rho, rng=rng,
                         component="diagonal", note="all d diagonal entries")
-    estimate = np.diag(np.clip(rel.value, 0.0, 1.0))
+    released = np.diag(np.clip(rel.value, 0.0, 1.0))
     measured = np.eye(d, dtype=bool)
     y = np.full((d, d), np.nan)
     np.fill_diagonal(y, rel.value)
-    weights = np.where(measured, 1.0 / rel.record.scale**2, 0.0)
-    return CovarianceEstimate(estimate * scale, measured, weights / scale**2, y * scale,
+    noise_sd = rel.record.scale
+    assert noise_sd is not None  # a Gaussian release always records its noise sd
+    weights = np.where(measured, 1.0 / noise_sd**2, 0.0)
+    return CovarianceEstimate(released * scale, measured, weights / scale**2, y * scale,
                               [rel.record], _measured_info(info, measured))
 
 

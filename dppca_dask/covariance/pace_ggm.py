@@ -260,6 +260,7 @@ def run_pace_ggm(
                          note="all d diagonal entries")
     ledger.append(diag.record)
     y[off:, off:][np.diag_indices(d)] = diag.value
+    assert diag.record.scale is not None  # a Gaussian release always records its noise sd
     lam[off:, off:][np.diag_indices(d)] = 1.0 / diag.record.scale**2
     if augment:
         rel = gaussian_zcdp(mean, sensitivity=2.0 * math.sqrt(d) / n,
@@ -267,6 +268,7 @@ def run_pace_ggm(
                             note="all d column means (entries (0, j) of the augmented matrix)")
         ledger.append(rel.record)
         y[0, 1:] = y[1:, 0] = rel.value
+        assert rel.record.scale is not None
         lam[0, 1:] = lam[1:, 0] = 1.0 / rel.record.scale**2
         y[0, 0] = 1.0  # public: the constant's second moment, no noise and no budget
         lam[0, 0] = _EXACT * float(np.max(lam))
@@ -305,6 +307,7 @@ def run_pace_ggm(
                              note=f"round {fit.rounds}, entry ({j - off}, {k - off})")
         ledger += [choice.record, shot.record]
         fit.selected.append((j - off, k - off))
+        assert shot.record.scale is not None
         precision = 1.0 / shot.record.scale**2
         total = lam[j, k] + precision
         y[j, k] = y[k, j] = (lam[j, k] * y[j, k] + precision * shot.value) / total

@@ -197,7 +197,7 @@ def _write_blocks(blocks: Iterable[pd.DataFrame], store: str, columns: ColumnSpe
         ds = xr.Dataset(data)
         if offset == 0:
             ds = ds.assign_coords(variable=np.array(names, dtype=object))
-            encoding = {"X": {"chunks": values.shape}}
+            encoding: dict[str, dict[str, Any]] = {"X": {"chunks": values.shape}}
             if gpos is not None:
                 encoding["group"] = {"chunks": (len(values),)}
             ds.to_zarr(store, mode="w", encoding=encoding, consolidated=False,

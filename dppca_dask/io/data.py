@@ -276,7 +276,7 @@ def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner
     import fsspec
     import zarr
 
-    opts = {"storage_options": storage_options} if storage_options else {}
+    opts: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
     if "://" in path:
         try:
             fs, fpath = fsspec.core.url_to_fs(path, **(storage_options or {}))
@@ -399,6 +399,7 @@ def _group_labels(group: Any, parts: _Parts, n: int, owner: str) -> np.ndarray:
     """Labels from a column/variable/coordinate named ``group``, or ``group`` itself."""
     if not isinstance(group, str):
         return _labels(group, n, owner)
+    raw: pd.Series | xr.DataArray
     if parts.frame is not None:
         raw = parts.frame.iloc[:, [str(c) for c in parts.frame.columns].index(group)]
     elif parts.dataset is not None and group in parts.dataset.variables:

@@ -174,7 +174,7 @@ def _picked_array(path: str, storage_options: dict[str, Any] | None) -> str:
     import xarray as xr
     import zarr
 
-    opts = {"storage_options": storage_options} if storage_options else {}
+    opts: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
     store = path if "://" in path else os.path.abspath(path)
     try:
         node = zarr.open_group(store=store, mode="r", **opts)

@@ -157,7 +157,7 @@ def tile_blas_unfused(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.nd
     """
     a = _as_block(a)
     diagonal = b is None
-    b = a if diagonal else _as_block(b)
+    b = a if b is None else _as_block(b)
     sa, sb, floor = _shift_and_scale(a, b)
     na = np.einsum("ij,ij->i", sa, sa)
     nb = na if diagonal else np.einsum("ij,ij->i", sb, sb)

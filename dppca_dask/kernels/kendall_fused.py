@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import threading
+from typing import Any
 
 import numba
 import numpy as np
@@ -89,7 +90,7 @@ def _shift_scale_into(a: np.ndarray, b: np.ndarray, diagonal: bool) -> tuple[np.
     return sa, sb, floor
 
 
-_JIT = {"cache": True, "nogil": True, "error_model": "numpy", "boundscheck": False}
+_JIT: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy", "boundscheck": False}
 # error_model="numpy": 1/0 gives inf instead of raising, so the division vectorises (0 never
 # reaches it: such a pair is near).  No fastmath, no parallel: results are bit-reproducible.
 
@@ -146,7 +147,7 @@ def tile_fused(
     """
     a = _as_block(a)
     diagonal = b is None
-    b = a if diagonal else _as_block(b)
+    b = a if b is None else _as_block(b)
     ra, p = a.shape
     rb = b.shape[0]
     count = ra * (ra - 1) // 2 if diagonal else ra * rb

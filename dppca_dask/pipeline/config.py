@@ -11,8 +11,9 @@ Relative paths are taken relative to the directory the command runs in.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 import yaml
 from pydantic import (
@@ -55,6 +56,14 @@ __all__ = [
 ]
 
 TASKS = ("loading", "scree", "score", "covariance", "pca")
+
+
+_T = TypeVar("_T")
+
+
+def _list_of(*items: _T) -> Callable[[], list[_T]]:
+    """A ``default_factory`` making a new list of ``items`` (typed, unlike a bare lambda)."""
+    return lambda: list(items)
 
 
 class _Model(BaseModel):
@@ -101,7 +110,9 @@ class PrivacyConfig(_Model):
             for k, v in (("loading", self.loading), ("scree", self.scree), ("score", self.score))
             if v is not None
         }
-        return privacy_control(eps=self.eps, delta=self.delta, split=self.split, **parts)
+        # Mapping is invariant in its key type: widen the Literal keys of the split to str.
+        split = cast("dict[str, float] | None", self.split)
+        return privacy_control(eps=self.eps, delta=self.delta, split=split, **parts)
 
 
 class _KendallOptions(_Model):
@@ -122,7 +133,7 @@ class LoadingConfig(_KendallOptions):
     pair_block: int = Field(default=4096, ge=2)
 
 
-def _check_controls(controls: dict[str, dict[str, Any]]) -> None:
+def _check_controls(controls: dict[Literal["clipped", "pmwm", "huber"], dict[str, Any]]) -> None:
     """Check the given scree controls' values at load time (missing ones: at plan/run)."""
     from dppca_dask.errors import ParameterError
     from dppca_dask.pca.scree_controls import check_partial_control
@@ -145,14 +156,14 @@ class ScreeConfig(_KendallOptions):
 
     k: PositiveInt | None = None
     method: list[Literal["clipped", "pmwm", "huber"]] = Field(
-        default_factory=lambda: ["clipped"], min_length=1)
+        default_factory=_list_of("clipped"), min_length=1)
     controls: dict[Literal["clipped", "pmwm", "huber"], dict[str, Any]] = Field(
         default_factory=dict)
     center: Literal["private", "empirical"] | float | list[float] = "private"
     mono: bool = True
     directions: str | None = None
-    plots: list[Literal["pve", "scree"]] = Field(default_factory=lambda: ["pve", "scree"])
-    plot_formats: list[Literal["png", "svg"]] = Field(default_factory=lambda: ["png", "svg"])
+    plots: list[Literal["pve", "scree"]] = Field(default_factory=_list_of("pve", "scree"))
+    plot_formats: list[Literal["png", "svg"]] = Field(default_factory=_list_of("png", "svg"))
     dpi: PositiveInt = 150
 
     @model_validator(mode="after")
@@ -165,7 +176,7 @@ class ScreeConfig(_KendallOptions):
 class ScoreSamplingConfig(_Model):
     """:func:`~dppca_dask.sampling_control` for the synthetic samples of the score task."""
 
-    method: list[Literal["center", "uniform"]] = Field(default_factory=lambda: ["uniform"],
+    method: list[Literal["center", "uniform"]] = Field(default_factory=_list_of("uniform"),
                                                        min_length=1)
     sample_size: PositiveInt | None = None
     bandwidth_scale: (NonNegativeFloat | dict[Literal["center", "uniform"], NonNegativeFloat]
@@ -177,12 +188,12 @@ class ScoreConfig(_KendallOptions):
 
     axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
     bins: list[PositiveInt] | PositiveInt | None = None
-    method: list[Literal["add", "sparse"]] = Field(default_factory=lambda: ["add"], min_length=1)
+    method: list[Literal["add", "sparse"]] = Field(default_factory=_list_of("add"), min_length=1)
     frame: Literal["durfee", "smooth"] = "durfee"
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
     group_weights: Literal["observed", "private"] = "observed"
     private_plot: list[Literal["histogram", "sample"]] = Field(
-        default_factory=lambda: ["histogram", "sample"], min_length=1)
+        default_factory=_list_of("histogram", "sample"), min_length=1)
     plots: bool = True
     samples_format: Literal["parquet", "csv"] = "parquet"
     show_group_legend: bool = True
@@ -199,20 +210,20 @@ class PCAConfig(_KendallOptions):
 
     k: PositiveInt | None = None
     scree_method: list[Literal["clipped", "pmwm", "huber"]] = Field(
-        default_factory=lambda: ["clipped"], min_length=1)
+        default_factory=_list_of("clipped"), min_length=1)
     scree_control: dict[Literal["clipped", "pmwm", "huber"], dict[str, Any]] = Field(
         default_factory=dict)
     center: Literal["private", "empirical"] | float | list[float] = "private"
     mono: bool = True
     bins: list[PositiveInt] | PositiveInt | None = None
-    score_method: list[Literal["add", "sparse"]] = Field(default_factory=lambda: ["add"],
+    score_method: list[Literal["add", "sparse"]] = Field(default_factory=_list_of("add"),
                                                          min_length=1)
     axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
     frame: Literal["durfee", "smooth"] = "durfee"
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
     group_weights: Literal["observed", "private"] = "observed"
     panels: list[Literal["score", "biplot"]] = Field(
-        default_factory=lambda: ["score", "biplot"], min_length=1)
+        default_factory=_list_of("score", "biplot"), min_length=1)
     plots: bool = True
     samples_format: Literal["parquet", "csv"] = "parquet"
     show_group_legend: bool = True
@@ -258,7 +269,7 @@ class OutputConfig(_Model):
     """Where results go; the directory is created and must not exist unless ``overwrite``."""
 
     directory: str = Field(min_length=1)
-    formats: list[Literal["zarr", "netcdf"]] = Field(default_factory=lambda: ["zarr"], min_length=1)
+    formats: list[Literal["zarr", "netcdf"]] = Field(default_factory=_list_of("zarr"), min_length=1)
     overwrite: bool = False
 
 

@@ -176,7 +176,7 @@ class RunOutcome:
     passes: tuple[PassRecord, ...] = ()
 
 
-def _source_kwargs(config: RunConfig) -> dict[str, object]:
+def _source_kwargs(config: RunConfig) -> dict[str, Any]:
     spec = TASKS[config.task]
     return {
         "owner": spec.owner,

@@ -213,7 +213,7 @@ def _label_all(ax: Any, df: pd.DataFrame, tol: float = 0.09) -> None:
 def _legend(ax: Any, marker: str | None) -> None:
     from matplotlib.lines import Line2D
 
-    style = {"marker": marker, "markersize": 6} if marker else {}
+    style: dict[str, Any] = {"marker": marker, "markersize": 6} if marker else {}
     handles = [
         Line2D([], [], color=_PRIVATE, linestyle="-", label="Private", **style),
         Line2D([], [], color=_REFERENCE, linestyle="--", label="Non-private (not private)",
@@ -348,7 +348,7 @@ def plot_loading(
         index = pd.Index([names[r] for r in rows], name="variable")
         data["heatmap"] = pd.DataFrame(v[np.ix_(rows, keep)], index=index,
                                        columns=[comps[c] for c in keep])
-        if stored:
+        if ref is not None:  # stored
             data["heatmap_nonprivate"] = pd.DataFrame(ref[np.ix_(rows, keep)], index=index,
                                                       columns=[comps[c] for c in keep])
 

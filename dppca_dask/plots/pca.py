@@ -111,6 +111,7 @@ def _draw_arrows(ax: Any, arrows: pd.DataFrame, span: float, base_size: float) -
 
     groups: list[tuple[float, float, float, float, list[str]]] = []
     tol = 0.05 * span
+    row: Any  # named tuples of floats and a name; pandas-stubs types each field as a Scalar
     for row in arrows.itertuples(index=False):
         ax.add_patch(FancyArrowPatch((row.x0, row.y0), (row.x1, row.y1), arrowstyle="-|>",
                                      mutation_scale=10, color=_ARROW, linewidth=1.1, zorder=4))
@@ -306,6 +307,8 @@ def plot_pca(
             axes.setdefault(panel, {})[target] = ax
     if legend:
         from matplotlib.patches import Patch
+
+        assert colors is not None  # legend implies group colours
 
         handles = [Patch(facecolor=col, label=lvl) for lvl, col in colors.items()]
         fig.legend(handles=handles, title="Group", loc="outside right center",

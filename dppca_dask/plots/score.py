@@ -108,6 +108,7 @@ def score_plot_control(**options: Any) -> ScorePlotControl:
                 for v in pair) and pair[0] <= pair[1]
             if not ok:
                 raise bad_param(name, owner, "a non-decreasing pair within [0, 1]", value)
+            assert pair is not None  # ok implies a pair
             out[name] = (float(pair[0]), float(pair[1]))
         elif name == "titles":
             if not isinstance(value, Mapping) or any(k not in TITLE_KEYS for k in value):
@@ -259,17 +260,18 @@ def plot_score(
     sampler = as_sampling_control(sampling, owner)
     stored = fit.nonprivate_probability is not None
     targets = (("nonprivate",) if stored else ()) + fit.methods
+    drawn: dict[str, dict[str, pd.DataFrame]]
     if "sample" not in panels:
-        samples = {}
+        drawn = {}
     elif samples is None:
-        samples = fit.sample(sampler, targets=targets, group_weights=group_weights, rng=rng)
+        drawn = fit.sample(sampler, targets=targets, group_weights=group_weights, rng=rng)
     else:
         missing = [(t, m) for t in targets for m in sampler.method
                    if m not in samples.get(t, {})]
         if missing:
             raise bad_param("samples", owner, "samples for every target and sampling method "
                             f"(missing {missing})", sorted(samples))
-        samples = {t: dict(samples[t]) for t in targets}
+        drawn = {t: dict(samples[t]) for t in targets}
 
     levels = fit.groups
     colors = group_colors(levels, ctl.group_colors) if levels is not None else None
@@ -314,15 +316,17 @@ def plot_score(
             else:
                 target, method = what
                 title = f"{_SAMPLE_NAMES[target]} Sample ({method.capitalize()})"
-                _draw_points(ax, samples[target][method], ctl, colors)
+                _draw_points(ax, drawn[target][method], ctl, colors)
                 axes.setdefault("sample", {}).setdefault(target, {})[method] = ax
             style_panel(ax, xlim=xlim, ylim=ylim, title=title, xlabel=xlab, ylabel=ylab,
                         base_size=ctl.base_size, title_size=ctl.title_size)
     if legend:
         from matplotlib.patches import Patch
 
+        assert colors is not None  # legend implies group colours
+
         handles = [Patch(facecolor=col, label=lvl) for lvl, col in colors.items()]
         fig.legend(handles=handles, title="Group", loc="outside right center",
                    fontsize=ctl.base_size * 0.8, title_fontsize=ctl.base_size, frameon=False)
-    return ScorePlot(fig, axes, samples, colors)
+    return ScorePlot(fig, axes, drawn, colors)
 

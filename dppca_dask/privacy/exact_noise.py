@@ -144,9 +144,9 @@ def bernoulli(rng: Any, p: Any, q: Any) -> np.ndarray:
     u = _words(rng, n)
     out[:] = u < w1
     out[sure] = True
-    for i in np.flatnonzero((u == w1) & ~sure):
-        rem = (pp[i] << 64) - int(w1[i]) * qq[i]
-        out[i] = _bernoulli_tie(rng, rem, qq[i])
+    for t in np.flatnonzero((u == w1) & ~sure):
+        rem = (pp[t] << 64) - int(w1[t]) * qq[t]
+        out[t] = _bernoulli_tie(rng, rem, qq[t])
     return out
 
 

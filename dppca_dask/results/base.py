@@ -54,7 +54,7 @@ def package_version() -> str:
 
 
 def write_atomically(
-    path: str | os.PathLike[str], writer: Callable[[str], None], *, overwrite: bool = False
+    path: str | os.PathLike[str], writer: Callable[[str], object], *, overwrite: bool = False
 ) -> str:
     """Run ``writer(tmp)`` on a temporary sibling of ``path``, then move it into place.
 

@@ -308,7 +308,7 @@ class ScoreSummary:
             if max(my, mx) > self.max_bins else ""
         targets = [("Non-private", "nonprivate")] if res.nonprivate_probability is not None else []
         targets += [(m.capitalize(), m) for m in res.methods]
-        levels = res.groups or [None]
+        levels: Sequence[str | None] = res.groups or [None]
         for title, target in targets:
             grid = res._grid(target)
             for g, level in enumerate(levels):
