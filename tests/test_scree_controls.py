@@ -177,7 +177,8 @@ PRIV = privacy_control(eps=2, delta=1e-4)
         ({"center": True}, ParameterError, r"'center' parameter of dp_scree must be 'private'"),
         ({"V_dp": np.ones((4, 2))}, ParameterError, r"'V_dp' parameter of dp_scree must be a "
                                                     r"dp_loading result or a 5 x k matrix"),
-        ({"V_dp": np.full((5, 2), np.nan)}, ParameterError, r"finite directions"),
+        ({"V_dp": np.full((5, 2), np.nan)}, ParameterError,
+         r"finite values\)\. Got 'an array of shape \(5, 2\) with non-finite values'"),
         ({"privacy": privacy_control(eps=1, delta=1e-5, split={"loading": 0.5, "score": 0.5})},
          BudgetError, r"must match the required components"),
         ({"privacy": {"eps": 1}}, BudgetError, r"'privacy' parameter of dp_scree"),
@@ -203,8 +204,8 @@ def test_dp_scree__huber_needs_four_rows():
 def test_dp_scree__v_dp_variables_must_match():
     loading = dp_loading(X, privacy=privacy_control(eps=1, delta=1e-5), rng=1)
     frame = __import__("pandas").DataFrame(X, columns=list("abcde"))
-    with pytest.raises(InputError, match=r"'V_dp' parameter of dp_scree holds directions for "
-                                         r"the variables"):
+    with pytest.raises(InputError, match=r"'V_dp' parameter of dp_scree must be directions for "
+                                         r"the variables of X"):
         dp_scree(frame, privacy=PRIV, control=clipped_control(3), V_dp=loading)
 
 

@@ -101,8 +101,9 @@ def record_passes() -> Iterator[list[PassRecord]]:
     log: list[PassRecord] = []
 
     def timed(*objs: Any) -> tuple[Any, ...]:
-        outputs = tuple(dict.fromkeys(d for o in objs
-                                      for d in _describe(_graph_names(o), _name(o))))
+        names = set().union(*(_graph_names(o) for o in objs)) if objs else set()
+        known = _describe(names, "")
+        outputs = tuple(known if known != [""] else dict.fromkeys(_name(o) for o in objs))
         tasks = _tasks(objs)
         start = time.perf_counter()
         if previous is not None:

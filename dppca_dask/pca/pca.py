@@ -9,7 +9,8 @@ Stages, in order:
    the split is implicit; an explicit split or absolute budgets must name exactly those three).
    Everything that can be checked from public quantities (n, p, k, axes, bins, methods,
    controls) is checked here, so a plan that does not fit is refused **before any data pass**;
-2. the loading stage (:func:`~dppca_dask.pca.loading._fit_loading`): one Kendall pass, its noise;
+2. the loading stage (:func:`~dppca_dask.pca.directions.release_directions`): one Kendall pass,
+   its noise (none with ``V_dp``);
 3. the scree stage (:func:`~dppca_dask.pca.scree.scree_stage`) and the score stage
    (:func:`~dppca_dask.pca.score.score_stage`) **together**, on one driver
    (:func:`~dppca_dask.graph.rounds.gather`): each round batches the pending requests of both
@@ -38,17 +39,24 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
-from dppca_dask._validation import parse_axes, parse_bool, parse_choice, parse_int
-from dppca_dask.errors import InputError, ParameterError
+from dppca_dask._validation import parse_axes, parse_bool, parse_choice
+from dppca_dask.errors import InputError
 from dppca_dask.graph.rounds import gather, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
+from dppca_dask.pca.directions import (
+    SHARED,
+    Directions,
+    parse_v_dp,
+    prior_record,
+    release_directions,
+)
 from dppca_dask.pca.frame import FRAME_METHODS
 from dppca_dask.pca.histograms import parse_bins
 from dppca_dask.pca.histograms import parse_methods as parse_score_methods
-from dppca_dask.pca.loading import SENSITIVITIES, _fit_loading
-from dppca_dask.pca.score import _parse_directions, score_stage
-from dppca_dask.pca.scree import DEFAULT_MAX_K, _parse_center, scree_stage
+from dppca_dask.pca.loading import SENSITIVITIES
+from dppca_dask.pca.score import score_stage
+from dppca_dask.pca.scree import _parse_center, check_scree_args, resolve_k, scree_stage
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
@@ -245,50 +253,35 @@ def _fit_pca(
     if p < 2:
         raise InputError(f"The 'X' parameter of {_OWNER} must have at least two columns. "
                          f"Got {p} instead.")
-    supplied = _parse_directions(V_dp, source, _OWNER) if V_dp is not None else None
-    width = p if supplied is None else supplied.shape[1]
-    axes = parse_axes(axes, _OWNER, width)
+    supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
+    axes = parse_axes(axes, _OWNER, p if supplied is None else supplied[0].shape[1])
     m_bins = parse_bins(bins, n, _OWNER)
-    if k is None:
-        k = width if supplied is not None and not isinstance(V_dp, LoadingResult) \
-            else min(width, DEFAULT_MAX_K)
-    k = parse_int(k, "k", _OWNER, low=1, high=width)
-    if "huber" in scree_methods and n < 4:
-        raise ParameterError(f"Method 'huber' of {_OWNER} needs at least 4 observations. "
-                             f"Got n = {n} instead.")
-    if isinstance(center, np.ndarray) and center.size not in (1, p):
-        raise ParameterError(f"The 'center' parameter of {_OWNER} must be a number or {p} "
-                             f"constants (one per variable). Got {center.size} values instead.")
+    k = resolve_k(k, p, supplied, _OWNER)
+    check_scree_args(n, p, scree_methods, center, _OWNER)
     plan.spend("scree"), plan.spend("score")  # both must be spendable (never prior)
 
-    passes = 0
-    loading_budget = plan["loading"]
-    if supplied is None:
-        loading = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
-                               sensitivity=sensitivity,
-                               non_private=non_private, rng_state=rng_state,
-                               block_rows=block_rows)
-        passes += 1
-        v = np.asarray(loading.directions.values, dtype=np.float64)
-        shared = SpendRecord(component="loading", mechanism="shared directions",
-                             eps=loading_budget.eps, delta=loading_budget.delta, status="prior",
-                             note="directions released by the loading part of this dp_pca fit; "
-                                  "recorded, not spent again")
+    released, fitted = release_directions(
+        source, plan, supplied, calibration=calibration, cpp_option=cpp_option,
+        rng_state=rng_state, block_rows=block_rows, sensitivity=sensitivity,
+        non_private=non_private)
+    if fitted is None:
+        passes = 0
+        loading = _supplied_loading(released.matrix, source, plan, calibration,
+                                    rng_state.seeded, released.records[0])
+        shared = released
     else:
-        v = supplied
-        shared = SpendRecord(component="loading", mechanism="supplied V_dp",
-                             eps=loading_budget.eps, delta=loading_budget.delta, status="prior",
-                             note="directions released earlier; recorded, not spent again")
-        loading = _supplied_loading(v, source, plan, calibration, rng_state.seeded, shared)
+        passes = 1
+        loading = fitted
+        shared = Directions(released.matrix, (prior_record(plan, SHARED),), SHARED)
+    v = shared.matrix
 
     score = score_stage(
-        source, plan, v, (shared,), axes=axes, m_bins=m_bins, methods=hist_methods,
+        source, plan, shared, axes=axes, m_bins=m_bins, methods=hist_methods,
         frame=frame, non_private=non_private, calibration=calibration, rng_state=rng_state,
         extra={"cpp_option": cpp_option, "v_dp_supplied": supplied is not None,
                "shared_directions": "dp_pca"})
     scree = scree_stage(
-        source, plan, v[:, :k], "dp_pca loading part" if supplied is None else "supplied V_dp",
-        (shared,), methods=scree_methods, controls=controls, k=k, mono=mono,
+        source, plan, shared, methods=scree_methods, controls=controls, k=k, mono=mono,
         cpp_option=cpp_option, non_private=non_private, calibration=calibration,
         rng_state=rng_state, center=center)
     backend = ScoresBackend(source.array, v[:, :k])

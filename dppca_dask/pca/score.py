@@ -4,8 +4,8 @@ Stages, in order:
 
 1. validate every argument and resolve the budget (loading + score) before any data pass; with a
    supplied ``V_dp`` the loading allocation is recorded as a prior release, not spent;
-2. directions: the loading stage (:func:`~dppca_dask.pca.loading._fit_loading`, one Kendall pass and
-   its noise) or ``V_dp``; columns ``axes`` give the score coordinates s_i = (x_iᵀv_a, x_iᵀv_b)
+2. directions (:func:`~dppca_dask.pca.directions.release_directions`): the loading stage (one
+   Kendall pass and its noise) or ``V_dp``; columns ``axes`` give the score coordinates s_i = (x_iᵀv_a, x_iᵀv_b)
    (raw projections, no centring: the private frame locates the centre);
 3. the private frame (:mod:`dppca_dask.pca.frame`) with 35 % of the score ε;
 4. one pass for the (per-group) cell counts on the frame's grid, then on the driver the "add"
@@ -23,10 +23,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dppca_dask._validation import bad_param, parse_axes, parse_bool, parse_choice
+from dppca_dask._validation import parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
 from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.io.data import DataSource, as_data
+from dppca_dask.pca.directions import Directions, parse_v_dp, release_directions
 from dppca_dask.pca.frame import (
     FRAME_METHODS,
     INFLATE,
@@ -42,7 +43,7 @@ from dppca_dask.pca.histograms import (
     parse_methods,
     release_histograms,
 )
-from dppca_dask.pca.loading import SENSITIVITIES, LoadingResult, _fit_loading
+from dppca_dask.pca.loading import SENSITIVITIES
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.results.base import _freeze, _labels, base_metadata
@@ -53,44 +54,6 @@ __all__ = ["FRAME_SHARE", "dp_score"]
 
 FRAME_SHARE = 0.35
 """Share of the score ε spent on the private frame; the histogram gets the rest and all of δ."""
-
-def _parse_directions(V_dp: Any, source: DataSource, owner: str) -> np.ndarray:
-    rule = (f"a {source.p} x k matrix of PC directions (a LoadingResult, DataArray or array with "
-            "one row per variable and finite values)")
-    names = None
-    if isinstance(V_dp, LoadingResult):
-        V_dp = V_dp.directions
-    if isinstance(V_dp, xr.DataArray):
-        if "variable" in V_dp.coords:
-            names = [str(v) for v in V_dp["variable"].values]
-        V_dp = V_dp.values
-    try:
-        v = np.asarray(V_dp, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise bad_param("V_dp", owner, rule, type(V_dp).__name__) from None
-    if v.ndim != 2 or v.shape[0] != source.p or not np.isfinite(v).all():
-        raise bad_param("V_dp", owner, rule, f"an array of shape {v.shape}")
-    if names is not None and tuple(names) != source.variables:
-        raise bad_param("V_dp", owner, "directions for the variables of X, in the same order",
-                        names)
-    return v
-
-
-def _directions(
-    source: DataSource, plan: BudgetPlan, V_dp: Any, *, calibration: str, cpp_option: bool,
-    state: RngState, block_rows: int | None, sensitivity: str = "seed",
-) -> tuple[np.ndarray, tuple[SpendRecord, ...]]:
-    if V_dp is not None:
-        prior = plan["loading"]
-        record = SpendRecord(component="loading", mechanism="supplied V_dp", eps=prior.eps,
-                             delta=prior.delta, status="prior",
-                             note="directions released earlier; recorded, not spent again")
-        return V_dp, (record,)
-    fit = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
-                       non_private=False, rng_state=state, block_rows=block_rows,
-                       sensitivity=sensitivity)
-    return np.asarray(fit.directions.values), fit.ledger
-
 
 def dp_score(
     X: Any,
@@ -225,24 +188,23 @@ def _fit_score(
     if source.p < 2:
         raise InputError(f"The 'X' parameter of {owner} must have at least two columns. "
                          f"Got {source.p} instead.")
-    state = rng_state
-    directions = _parse_directions(V_dp, source, owner) if V_dp is not None else None
-    axes = parse_axes(axes, owner, source.p if directions is None else directions.shape[1])
+    supplied = parse_v_dp(V_dp, source, owner) if V_dp is not None else None
+    axes = parse_axes(axes, owner, source.p if supplied is None else supplied[0].shape[1])
     m_bins = parse_bins(bins, source.n, owner)
-    v, records = _directions(source, plan, directions, calibration=calibration,
-                             cpp_option=cpp_option, state=state, block_rows=block_rows,
-                             sensitivity=sensitivity)
+    plan.spend("score")  # spendable (never prior): checked before any data pass
+    directions, _ = release_directions(source, plan, supplied, calibration=calibration,
+                                       cpp_option=cpp_option, rng_state=rng_state,
+                                       block_rows=block_rows, sensitivity=sensitivity)
     return run(score_stage(
-        source, plan, v, records, axes=axes, m_bins=m_bins, methods=methods, frame=frame,
-        non_private=non_private, calibration=calibration, rng_state=state,
+        source, plan, directions, axes=axes, m_bins=m_bins, methods=methods, frame=frame,
+        non_private=non_private, calibration=calibration, rng_state=rng_state,
         extra={"cpp_option": cpp_option, "v_dp_supplied": V_dp is not None}))
 
 
 def score_stage(
     source: DataSource,
     plan: BudgetPlan,
-    v: np.ndarray,
-    records: Sequence[SpendRecord],
+    released: Directions,
     *,
     axes: tuple[int, int],
     m_bins: tuple[int, int],
@@ -254,8 +216,8 @@ def score_stage(
     extra: dict[str, Any],
 ) -> Stage[ScoreResult]:
     """The score stage after the directions (:mod:`dppca_dask.graph.rounds`): the frame's
-    passes, then the cell counts; returns the :class:`ScoreResult` (``records``: the directions'
-    ledger entries)."""
+    passes, then the cell counts; returns the :class:`ScoreResult` (``released``: the
+    directions and their ledger entries)."""
     state = rng_state
     levels, codes, sizes = None, None, np.array([source.n])
     if source.groups is not None:
@@ -267,7 +229,7 @@ def score_stage(
     frame_delta = FRAME_SHARE * score_budget.delta if frame == "smooth" else 0.0
     hist_budget = PrivacyBudget((1 - FRAME_SHARE) * score_budget.eps,
                                 score_budget.delta - frame_delta)
-    v2 = np.ascontiguousarray(v[:, [axes[0] - 1, axes[1] - 1]])
+    v2 = np.ascontiguousarray(released.matrix[:, [axes[0] - 1, axes[1] - 1]])
     labels = (f"PC{axes[0]}", f"PC{axes[1]}")
 
     observed = None
@@ -293,7 +255,7 @@ def score_stage(
         raise RuntimeError(f"The bin-count pass counted {int(counts.sum())} rows, not {source.n}.")
     hist = release_histograms(counts, sizes, methods=methods, budget=hist_budget,
                               calibration=calibration, rng=state.generator, levels=levels)
-    ledger = (*records, *frame_records, *hist.records)
+    ledger = (*released.records, *frame_records, *hist.records)
     return _build_result(
         source=source, plan=plan, ledger=ledger, frame=fr, x_breaks=x_breaks, y_breaks=y_breaks,
         hist=hist, counts=counts, sizes=sizes, levels=levels, codes=codes, directions=v2,

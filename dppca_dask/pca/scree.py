@@ -4,8 +4,9 @@ Stages, in order:
 
 1. validate every argument, resolve the budget (loading + scree) and the controls -- before any
    data pass, so a refused call never touches data;
-2. directions: the loading release (:func:`~dppca_dask.pca.loading._fit_loading`, its own Kendall
-   pass), or a supplied ``V_dp`` whose loading allocation is recorded as a prior release;
+2. directions (:func:`~dppca_dask.pca.directions.release_directions`): the loading release (its
+   own Kendall pass), or a supplied ``V_dp`` whose loading allocation is recorded as a prior
+   release;
 3. the centre of the scores: private (two passes; docs/design/scree.md), empirical (one pass,
    R-compatible, outside the guarantee) or public constants (no pass);
 4. the methods, run side by side by the pass protocol (:mod:`dppca_dask.graph.rounds`): every
@@ -26,12 +27,13 @@ from typing import Any, Literal
 import numpy as np
 
 from dppca_dask._validation import bad_param, parse_bool, parse_choice, parse_int
-from dppca_dask.errors import InputError, ParameterError
+from dppca_dask.errors import ParameterError
 from dppca_dask.graph.compute import moments
 from dppca_dask.graph.rounds import Stage, chain, counted, gather, once, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
-from dppca_dask.pca.loading import SENSITIVITIES, _fit_loading
+from dppca_dask.pca.directions import Directions, parse_v_dp, release_directions
+from dppca_dask.pca.loading import SENSITIVITIES
 from dppca_dask.pca.postprocess import monotone_scree, ordered_eigh, scree_to_pve
 from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
 from dppca_dask.pca.scree_methods import (
@@ -41,9 +43,8 @@ from dppca_dask.pca.scree_methods import (
     empirical_center,
     private_center,
 )
-from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
+from dppca_dask.privacy.accounting import CALIBRATIONS
 from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
-from dppca_dask.results.base import LoadingResult
 from dppca_dask.results.scree import ScreeResult, build_scree_result
 from dppca_dask.rng import RngState, as_rng
 
@@ -77,29 +78,6 @@ def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         for key, value in part.items():
             out[key] = out.get(key, []) + value if isinstance(value, list) else value
     return out
-
-
-def _directions(V_dp: Any, source: DataSource) -> tuple[np.ndarray, str]:
-    """The supplied directions as a p × k' matrix, and how they were given."""
-    if isinstance(V_dp, LoadingResult):
-        names = [str(v) for v in V_dp.directions["variable"].values]
-        if names != list(source.variables):
-            raise InputError(
-                f"The 'V_dp' parameter of {_OWNER} holds directions for the variables "
-                f"{names[:5]}..., but X has {list(source.variables)[:5]}...; they must match.")
-        return np.asarray(V_dp.directions.values, dtype=np.float64), "supplied dp_loading result"
-    try:
-        v = np.asarray(V_dp, dtype=np.float64)
-    except (TypeError, ValueError):
-        v = None
-    if v is not None and v.ndim == 1:
-        v = v[:, None]
-    if v is None or v.ndim != 2 or v.shape[0] != source.p or v.shape[1] < 1:
-        raise bad_param("V_dp", _OWNER, f"a dp_loading result or a {source.p} x k matrix of "
-                        "directions (one row per variable)", getattr(V_dp, "shape", V_dp))
-    if not np.isfinite(v).all():
-        raise bad_param("V_dp", _OWNER, "a matrix of finite directions", "non-finite values")
-    return v, "supplied matrix"
 
 
 def dp_scree(
@@ -234,48 +212,47 @@ def _fit_scree(
     sensitivity: str = "seed",
 ) -> ScreeResult:
     """Run dp_scree on a validated source (shared with the CLI task); see :func:`dp_scree`."""
-    n, p = source.n, source.p
-    supplied = None if V_dp is None else _directions(V_dp, source)
+    supplied = None if V_dp is None else parse_v_dp(V_dp, source, _OWNER)
+    k = resolve_k(k, source.p, supplied, _OWNER)
+    check_scree_args(source.n, source.p, methods, center, _OWNER)
+    plan.spend("scree")  # spendable (never prior): checked before any data pass
+    directions, _ = release_directions(source, plan, supplied, calibration=calibration,
+                                       cpp_option=cpp_option, rng_state=rng_state,
+                                       block_rows=block_rows, sensitivity=sensitivity)
+    backend = ScoresBackend(source.array, directions.matrix[:, :k])
+    return run(scree_stage(source, plan, directions, methods=methods, controls=controls, k=k,
+                           mono=mono, cpp_option=cpp_option, non_private=non_private,
+                           calibration=calibration, rng_state=rng_state, center=center,
+                           lockstep=lockstep), backend)
+
+
+def resolve_k(k: Any, p: int, supplied: tuple[np.ndarray, str] | None, owner: str) -> int:
+    """The number of scree components: 1 ≤ k ≤ p (≤ the columns of supplied directions).
+
+    Default: every column of a supplied matrix, else min(p, :data:`DEFAULT_MAX_K`).
+    """
     k_max = p if supplied is None else supplied[0].shape[1]
     if k is None:
         matrix = supplied is not None and supplied[1] == "supplied matrix"
-        k = k_max if matrix else min(p, DEFAULT_MAX_K)
-    k = parse_int(k, "k", _OWNER, low=1, high=k_max)
+        k = k_max if matrix else min(k_max, DEFAULT_MAX_K)
+    return parse_int(k, "k", owner, low=1, high=k_max)
+
+
+def check_scree_args(n: int, p: int, methods: Sequence[str], center: str | np.ndarray,
+                     owner: str) -> None:
+    """The scree checks that need n and p (public), made before any data pass."""
     if "huber" in methods and n < 4:
-        raise ParameterError(f"Method 'huber' of {_OWNER} needs at least 4 observations "
+        raise ParameterError(f"Method 'huber' of {owner} needs at least 4 observations "
                              f"(consecutive pairs for m2). Got n = {n} instead.")
     if isinstance(center, np.ndarray) and center.size not in (1, p):
-        raise bad_param("center", _OWNER, f"a number or {p} constants (one per variable)",
+        raise bad_param("center", owner, f"a number or {p} constants (one per variable)",
                         f"{center.size} values")
-    plan.spend("scree")  # spendable (never prior): checked before any data pass
-
-    ledger: list[SpendRecord] = []
-    if supplied is None:
-        loading = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
-                               non_private=False, rng_state=rng_state, block_rows=block_rows,
-                               sensitivity=sensitivity)
-        directions, how = loading.directions.values[:, :k], "dp_loading"
-        ledger.extend(loading.ledger)
-    else:
-        directions, how = supplied[0][:, :k], supplied[1]
-        prior = plan["loading"]
-        ledger.append(SpendRecord(component="loading", mechanism="prior release", eps=prior.eps,
-                                  delta=prior.delta, status="prior",
-                                  note=f"V_dp ({how}) supplied: recorded, not spent again"))
-
-    backend = ScoresBackend(source.array, directions)
-    return run(scree_stage(source, plan, directions, how, ledger, methods=methods,
-                           controls=controls, k=k, mono=mono, cpp_option=cpp_option,
-                           non_private=non_private, calibration=calibration,
-                           rng_state=rng_state, center=center, lockstep=lockstep), backend)
 
 
 def scree_stage(
     source: DataSource,
     plan: BudgetPlan,
-    directions: np.ndarray,
-    how: str,
-    records: Sequence[SpendRecord],
+    released: Directions,
     *,
     methods: Sequence[str],
     controls: dict[str, Any],
@@ -290,15 +267,16 @@ def scree_stage(
 ) -> Stage[ScreeResult]:
     """The scree part after the directions, as a stage of :mod:`dppca_dask.graph.rounds`.
 
-    Its requests are :class:`~dppca_dask.graph.scree_passes.Request` objects on the scores of
-    ``directions`` (p × k), so it runs on a :class:`~dppca_dask.graph.scree_passes.ScoresBackend`
-    of those directions; ``records`` are the directions' ledger entries.
+    Its requests are :class:`~dppca_dask.graph.scree_passes.Request` objects on the scores of the
+    first ``k`` directions, so it runs on a :class:`~dppca_dask.graph.scree_passes.ScoresBackend`
+    of ``released.matrix[:, :k]``.
     """
     n, p = source.n, source.p
+    directions = released.matrix[:, :k]
     scree_budget = plan.spend("scree")
     share = CENTER_SHARE if isinstance(center, str) and center == "private" else 0.0
     method_budget = scree_budget.scaled(1.0 - share)
-    ledger = list(records)
+    ledger = list(released.records)
     ctx = Context(n=n, k=k, calibration=calibration, rng=rng_state.generator, ledger=ledger)
     extras = (moments(source.array),) if non_private else ()
     correction = 0.0
@@ -353,7 +331,7 @@ def scree_stage(
         "controls": {m: controls[m].to_dict() for m in methods},
         "k": k,
         "mono": mono,
-        "directions": how,
+        "directions": released.origin,
         "cpp_option": cpp_option,
         "center": mode,
         "center_share": share,

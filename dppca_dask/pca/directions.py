@@ -1,0 +1,131 @@
+"""The PC directions a scree or score stage works on, handed over as one small frozen value.
+
+Either this fit releases them (the loading stage, its spend record) or the user supplies an
+earlier release ``V_dp``: :func:`parse_v_dp` is the one parser of ``V_dp`` for every estimator,
+and :func:`prior_record` the one record of its loading allocation (recorded, not spent again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from dppca_dask._validation import bad_param
+from dppca_dask.errors import InputError
+from dppca_dask.io.data import DataSource
+from dppca_dask.pca.loading import _fit_loading
+from dppca_dask.privacy.accounting import SpendRecord
+from dppca_dask.privacy.budget import BudgetPlan
+from dppca_dask.results.base import LoadingResult
+from dppca_dask.rng import RngState
+
+__all__ = ["SHARED", "Directions", "parse_v_dp", "prior_record", "release_directions"]
+
+
+@dataclass(frozen=True, eq=False)
+class Directions:
+    """Private directions (p × k', columns PC1..) and the ledger entries that released them.
+
+    ``origin``: ``"dp_loading"`` (released by this fit's loading stage), :data:`SHARED`,
+    ``"supplied dp_loading result"`` or ``"supplied matrix"``.
+    """
+
+    matrix: np.ndarray
+    records: tuple[SpendRecord, ...]
+    origin: str
+
+    def __post_init__(self) -> None:
+        m = np.asarray(self.matrix, dtype=np.float64)
+        if m.ndim != 2 or m.shape[1] < 1 or not np.isfinite(m).all():
+            raise bad_param("matrix", "Directions", "a finite p x k matrix (k >= 1)",
+                            f"an array of shape {m.shape}")
+        m = m.copy()
+        m.setflags(write=False)
+        object.__setattr__(self, "matrix", m)
+        object.__setattr__(self, "records", tuple(self.records))
+
+    @property
+    def supplied(self) -> bool:
+        """Whether the directions are an earlier release (``V_dp``)."""
+        return self.origin not in ("dp_loading", SHARED)
+
+
+def parse_v_dp(V_dp: Any, source: DataSource, owner: str) -> tuple[np.ndarray, str]:
+    """``V_dp`` as a p × k' matrix of finite directions, and how it was given.
+
+    Accepts a :class:`~dppca_dask.LoadingResult`, a DataArray (its ``variable`` coordinate must
+    name X's variables in order) or an array with one row per variable (a vector is one
+    direction).
+    """
+    rule = (f"a dp_loading result or a {source.p} x k matrix of PC directions (one row per "
+            "variable, finite values)")
+    names = None
+    how = "supplied matrix"
+    if isinstance(V_dp, LoadingResult):
+        V_dp, how = V_dp.directions, "supplied dp_loading result"
+    if isinstance(V_dp, xr.DataArray):
+        if "variable" in V_dp.coords:
+            names = [str(v) for v in V_dp["variable"].values]
+        V_dp = V_dp.values
+    try:
+        v = np.asarray(V_dp, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise bad_param("V_dp", owner, rule, type(V_dp).__name__) from None
+    if v.ndim == 1:
+        v = v[:, None]
+    if v.ndim != 2 or v.shape[0] != source.p or v.shape[1] < 1 or not np.isfinite(v).all():
+        raise bad_param("V_dp", owner, rule, f"an array of shape {v.shape}"
+                        + ("" if np.isfinite(v).all() else " with non-finite values"))
+    if names is not None and tuple(names) != tuple(source.variables):
+        raise bad_param("V_dp", owner, "directions for the variables of X, in the same order",
+                        names, cls=InputError)
+    return v, how
+
+
+SHARED = "dp_pca loading part"
+"""Origin of directions released by the loading part of the same ``dp_pca`` fit."""
+
+
+def prior_record(plan: BudgetPlan, origin: str) -> SpendRecord:
+    """The one record of directions released before this stage: recorded, not spent again.
+
+    ``origin`` is how they were given (:func:`parse_v_dp`) or :data:`SHARED` (dp_pca's own
+    loading part, which its scree and score parts share).
+    """
+    prior = plan["loading"]
+    if origin == SHARED:
+        return SpendRecord(component="loading", mechanism="shared directions", eps=prior.eps,
+                           delta=prior.delta, status="prior",
+                           note="directions released by the loading part of this dp_pca fit; "
+                                "recorded, not spent again")
+    return SpendRecord(component="loading", mechanism="supplied V_dp", eps=prior.eps,
+                       delta=prior.delta, status="prior",
+                       note=f"directions released earlier ({origin}); recorded, not spent again")
+
+
+def release_directions(
+    source: DataSource,
+    plan: BudgetPlan,
+    supplied: tuple[np.ndarray, str] | None,
+    *,
+    calibration: str,
+    cpp_option: bool,
+    rng_state: RngState,
+    block_rows: int | None,
+    sensitivity: str = "seed",
+    non_private: bool = False,
+) -> tuple[Directions, LoadingResult | None]:
+    """The directions of a fit: the supplied ones (a prior release) or this fit's loading stage.
+
+    Returns them with the loading stage's result (``None`` for supplied directions).
+    """
+    if supplied is not None:
+        matrix, how = supplied
+        return Directions(matrix, (prior_record(plan, how),), how), None
+    fit = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
+                       non_private=non_private, rng_state=rng_state, block_rows=block_rows,
+                       sensitivity=sensitivity)
+    return Directions(np.asarray(fit.directions.values), fit.ledger, "dp_loading"), fit
