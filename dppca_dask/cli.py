@@ -95,13 +95,22 @@ def _echo_report(directory: Path) -> None:
 
 @main.command()
 @click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the plan as JSON: planned spend records, total, passes.")
 @_handle_errors
-def plan(config: str) -> None:
-    """Show the resolved config, budget plan and work size of CONFIG; reads no data values."""
+def plan(config: str, as_json: bool) -> None:
+    """Show the resolved config, budget plan and work size of CONFIG; reads no data values.
+
+    With --json: the release's planned spend records, their total and the data passes as JSON
+    (keys records, total, passes, ...); the total is what the run reserves and spends.
+    """
+    import json
+
     from dppca_dask.pipeline.config import load_config
     from dppca_dask.pipeline.runner import plan_run
 
-    click.echo(plan_run(load_config(config)).render())
+    planned = plan_run(load_config(config))
+    click.echo(json.dumps(planned.as_dict(), indent=2) if as_json else planned.render())
 
 
 @main.command()

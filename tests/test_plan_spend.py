@@ -10,12 +10,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from dppca_dask import load_result
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.cli import main
 from dppca_dask.io.datasets import write_demo_dataset
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.runner import execute, plan_run
 from dppca_dask.privacy.accounting import ledger_totals
+from dppca_dask.privacy.plan import records_match
 
 REPO = Path(__file__).resolve().parents[1]
 SCREE_CONTROLS = yaml.safe_load((REPO / "configs" / "scree.yaml").read_text())["scree"]["controls"]
@@ -31,6 +33,12 @@ CASES = {
                                         "scree_control": SCREE_CONTROLS,
                                         "score_method": ["add", "sparse"], "plots": False}}),
     "loading": ("loading", {}),
+    "score-smooth-frame": ("score", {"score": {"frame": "smooth", "plots": False}}),
+    "pca-empirical-centre-huber": ("pca", {"pca": {"k": 2, "scree_method": ["huber"],
+                                                   "scree_control": SCREE_CONTROLS,
+                                                   "center": "empirical", "plots": False}}),
+    "covariance-pace-ggm": ("covariance", {"covariance": {"bounds": 8.0}}),
+    "covariance-ssp": ("covariance", {"covariance": {"bounds": 8.0, "method": "ssp"}}),
 }
 
 
@@ -59,10 +67,22 @@ def test_plan__spend_equals_release_ledger_and_reservation(tmp_path, store, case
             in printed.output)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = execute(config, progress=False).result
-    spent = ledger_totals(result.ledger)
+        outcome = execute(config, progress=False)
+    result = outcome.result
+    spent = result.metadata["ledger_total"]  # zCDP (covariance): the (eps, delta) converted
+    if task != "covariance":
+        assert spent == pytest.approx(ledger_totals(result.ledger), rel=1e-12)
     assert spent["eps"] == pytest.approx(plan.spend.eps, rel=1e-12)
     assert spent["delta"] == pytest.approx(plan.spend.delta, rel=1e-12)
+    assert records_match(plan.release, result.ledger) == []
+    as_json = CliRunner().invoke(main, ["plan", "--json", str(path)])
+    assert as_json.exit_code == 0, as_json.output
+    planned = json.loads(as_json.output)
+    assert len(planned["records"]) == len(plan.release.records)
+    written = load_result(Path(outcome.directory) / f"{task}.zarr").metadata["ledger_total"]
+    assert set(planned["total"]) == set(written)
+    for key, value in planned["total"].items():
+        assert value == pytest.approx(written[key], rel=1e-12)
     events = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
     reserve = next(e for e in events if e["kind"] == "reserve")
     assert (reserve["eps"], reserve["delta"]) == (plan.spend.eps, plan.spend.delta)

@@ -47,12 +47,14 @@ from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.kernels.gram import clipped_gram
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.mechanisms import gaussian_zcdp, gaussian_zcdp_symmetric
+from dppca_dask.privacy.plan import ADAPTIVE, Plan, planned
 from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
 from dppca_dask.results.covariance import CovarianceResult, build_covariance_result
 from dppca_dask.rng import as_rng
 
 __all__ = [
     "METHODS",
+    "plan_covariance",
     "CovarianceEstimate",
     "CovarianceSensitivities",
     "clipped_second_moment",
@@ -376,3 +378,26 @@ def _fit_covariance(
         control=control_dict, seeded=rng_state.seeded,
         clipped=clipped if report_clipping else None,
     )
+
+
+_MECHANISMS = {"ssp": "gaussian_zcdp_symmetric", "diagonal": "gaussian_zcdp",
+               "mean": "gaussian_zcdp"}
+
+
+def plan_covariance(p: int, plan: ZCDPPlan, *, method: str = "pace_ggm",
+                    control: Any = None) -> Plan:
+    """What ``dp_covariance`` spends (ρ-zCDP) and its one pass, from public quantities only.
+
+    PACE-GGM's rounds adapt to the data (how many, and how ρ is split among them), so they are
+    planned as one record with their whole allocation (:data:`~dppca_dask.privacy.plan.ADAPTIVE`).
+    """
+    method = parse_choice(method, "method", _OWNER, METHODS)
+    control = control if isinstance(control, PaceGGMControl) else _parse_control(method, control)
+    records = []
+    for name, rho in _allocations(method, plan.rho, control, p):
+        mechanism = ADAPTIVE if name == "rounds" else _MECHANISMS[name]
+        records.append(planned(name, mechanism, 0.0, 0.0, rho=rho, calibration="zcdp"))
+    eps_delta = None if plan.eps is None else (plan.eps, plan.delta or 0.0)
+    return Plan(tuple(records), passes=1, accounting="zcdp", eps_delta=eps_delta,
+                adaptive=frozenset({"select", "measure"}) if method == "pace_ggm"
+                else frozenset())

@@ -36,13 +36,22 @@ from dppca_dask.graph.compute import (
 from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.postprocess import align_signs, ordered_eigh
-from dppca_dask.privacy.accounting import CALIBRATIONS
+from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
 from dppca_dask.privacy.mechanisms import gaussian_symmetric_matrix
+from dppca_dask.privacy.plan import Plan, planned
 from dppca_dask.results.base import LoadingResult, build_loading_result
 from dppca_dask.rng import as_rng
 
-__all__ = ["PAIRS", "SENSITIVITIES", "dp_loading", "kendall_sensitivity", "spherical_kendall"]
+__all__ = [
+    "PAIRS",
+    "SENSITIVITIES",
+    "dp_loading",
+    "kendall_sensitivity",
+    "loading_records",
+    "plan_loading",
+    "spherical_kendall",
+]
 
 PAIRS = ("all", "blocks")
 
@@ -329,3 +338,15 @@ def _fit_loading(
             "kendall_layout": layout.as_dict(),
         },
     )
+
+
+def loading_records(budget: BudgetPlan, *, calibration: str) -> tuple[SpendRecord, ...]:
+    """The loading stage's planned ledger: one symmetric-matrix Gaussian with the allocation."""
+    spend = budget.spend("loading")
+    return (planned("loading", "gaussian_symmetric_matrix", spend.eps, spend.delta,
+                    noise="gaussian", calibration=calibration),)
+
+
+def plan_loading(budget: BudgetPlan, *, calibration: str = "classical") -> Plan:
+    """What ``dp_loading`` spends (from the budget alone) and its one Kendall pass."""
+    return Plan(loading_records(budget, calibration=calibration), passes=1)

@@ -54,18 +54,26 @@ from dppca_dask.pca.directions import (
 from dppca_dask.pca.frame import FRAME_METHODS
 from dppca_dask.pca.histograms import parse_bins
 from dppca_dask.pca.histograms import parse_methods as parse_score_methods
-from dppca_dask.pca.loading import SENSITIVITIES
-from dppca_dask.pca.score import score_stage
-from dppca_dask.pca.scree import _parse_center, check_scree_args, resolve_k, scree_stage
+from dppca_dask.pca.loading import SENSITIVITIES, loading_records
+from dppca_dask.pca.score import score_records, score_rounds, score_stage
+from dppca_dask.pca.scree import (
+    _parse_center,
+    check_scree_args,
+    resolve_k,
+    scree_records,
+    scree_rounds,
+    scree_stage,
+)
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
+from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import LoadingResult, _freeze, _labels, base_metadata
 from dppca_dask.results.pca import PCAResult, build_pca_result
 from dppca_dask.rng import RngState, as_rng
 
-__all__ = ["dp_pca", "expected_reads"]
+__all__ = ["dp_pca", "expected_reads", "plan_pca"]
 
 _OWNER = "dp_pca"
 _SCREE_ROUNDS = {"clipped": 1, "pmwm": 2}
@@ -303,3 +311,28 @@ def _fit_pca(
                              "dppca_kind": "pca", "dppca_metadata": json.dumps(meta)})
     return build_pca_result(root, {"loading": loading.dataset, "scree": scree.dataset,
                                    "score": score.dataset})
+
+
+def plan_pca(n: int, p: int, budget: BudgetPlan, *, k: int | None = None,
+             scree_methods: Sequence[str] = ("clipped",), controls: dict[str, Any] | None = None,
+             score_methods: Sequence[str] = ("add",), center: Any = "private",
+             frame: str = "durfee", supplied: tuple[np.ndarray, str] | None = None,
+             calibration: str = "classical") -> Plan:
+    """What ``dp_pca`` spends and how often it reads X, from public quantities only.
+
+    The records are the fit's ledger: the loading release (or the supplied V_dp's prior
+    record), the scree stage's and the score stage's mechanisms.
+    """
+    controls = resolve_controls(tuple(scree_methods), controls, owner=_OWNER)
+    center = center if isinstance(center, np.ndarray) else _parse_center(center)
+    k = resolve_k(k, p, supplied, _OWNER)
+    check_scree_args(n, p, scree_methods, center, _OWNER)
+    head = (loading_records(budget, calibration=calibration) if supplied is None
+            else (prior_record(budget, supplied[1]),))
+    records = [*head,
+               *scree_records(n, budget, methods=scree_methods, controls=controls, k=k,
+                              center=center),
+               *score_records(budget, methods=score_methods, frame=frame)]
+    passes = (supplied is None) + max(scree_rounds(scree_methods, controls, n, center),
+                                      score_rounds(frame))
+    return Plan(tuple(records), passes=passes)

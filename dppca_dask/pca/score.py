@@ -27,7 +27,7 @@ from dppca_dask._validation import parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
 from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.io.data import DataSource, as_data
-from dppca_dask.pca.directions import Directions, parse_v_dp, release_directions
+from dppca_dask.pca.directions import Directions, parse_v_dp, prior_record, release_directions
 from dppca_dask.pca.frame import (
     FRAME_METHODS,
     INFLATE,
@@ -37,20 +37,29 @@ from dppca_dask.pca.frame import (
     smooth_frame,
 )
 from dppca_dask.pca.histograms import (
+    HISTOGRAM_METHODS,
     bin_count_pass,
     frame_breaks,
     parse_bins,
     parse_methods,
     release_histograms,
 )
-from dppca_dask.pca.loading import SENSITIVITIES
+from dppca_dask.pca.loading import SENSITIVITIES, loading_records
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
+from dppca_dask.privacy.plan import Plan, planned
 from dppca_dask.results.base import _freeze, _labels, base_metadata
 from dppca_dask.results.score import ScoreResult
 from dppca_dask.rng import RngState, as_rng
 
-__all__ = ["FRAME_SHARE", "dp_score"]
+__all__ = [
+    "FRAME_SHARE",
+    "dp_score",
+    "plan_score",
+    "score_records",
+    "score_rounds",
+    "score_stage",
+]
 
 FRAME_SHARE = 0.35
 """Share of the score ε spent on the private frame; the histogram gets the rest and all of δ."""
@@ -345,3 +354,45 @@ def _build_result(
         "dppca_kind": "score", "dppca_metadata": json.dumps(meta)})
     return ScoreResult(_freeze(ds))
 
+
+
+_HISTOGRAM_MECHANISMS = {"add": "gaussian_histogram", "sparse": "stability_histogram"}
+
+
+def score_records(budget: BudgetPlan, *, methods: Sequence[str],
+                  frame: str) -> list[SpendRecord]:
+    """The score stage's planned records: the frame's searches, then one per histogram method
+    (groups are disjoint: parallel composition, one record each)."""
+    score_budget = budget.spend("score")
+    frame_eps = FRAME_SHARE * score_budget.eps
+    out: list[SpendRecord] = []
+    if frame == "durfee":
+        each = frame_eps / 4.0
+        out += [planned("score", "durfee_above_threshold", each / 2) for _ in range(4)]
+        out += [planned("score", "durfee_above_threshold", each) for _ in range(2)]
+        frame_delta = 0.0
+    else:
+        frame_delta = FRAME_SHARE * score_budget.delta
+        third = PrivacyBudget(frame_eps / 3.0, frame_delta / 3.0)
+        out += [planned("score", "smooth_sensitivity_laplace", third.eps, third.delta)
+                for _ in range(3)]
+    hist = PrivacyBudget((1 - FRAME_SHARE) * score_budget.eps, score_budget.delta - frame_delta)
+    out += [planned("score", _HISTOGRAM_MECHANISMS[m], hist.eps, hist.delta)
+            for m in HISTOGRAM_METHODS if m in methods]
+    return out
+
+
+def score_rounds(frame: str) -> int:
+    """Data passes of the score stage: frame centre and radius counts (durfee) or the observed
+    scores (smooth), then the cell counts."""
+    return 3 if frame == "durfee" else 2
+
+
+def plan_score(budget: BudgetPlan, *, methods: Sequence[str] = ("add",), frame: str = "durfee",
+               supplied: tuple[np.ndarray, str] | None = None,
+               calibration: str = "classical") -> Plan:
+    """What ``dp_score`` spends and how often it reads X, from public quantities only."""
+    head = (loading_records(budget, calibration=calibration) if supplied is None
+            else (prior_record(budget, supplied[1]),))
+    records = [*head, *score_records(budget, methods=methods, frame=frame)]
+    return Plan(tuple(records), passes=(supplied is None) + score_rounds(frame))

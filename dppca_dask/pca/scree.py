@@ -32,23 +32,36 @@ from dppca_dask.graph.compute import moments
 from dppca_dask.graph.rounds import Stage, chain, counted, gather, once, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
-from dppca_dask.pca.directions import Directions, parse_v_dp, release_directions
-from dppca_dask.pca.loading import SENSITIVITIES
+from dppca_dask.pca.directions import Directions, parse_v_dp, prior_record, release_directions
+from dppca_dask.pca.loading import SENSITIVITIES, loading_records
 from dppca_dask.pca.postprocess import monotone_scree, ordered_eigh, scree_to_pve
 from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
 from dppca_dask.pca.scree_methods import (
     CENTER_SHARE,
     PROCEDURES,
     Context,
+    center_records,
     empirical_center,
+    huber_defaults,
+    method_records,
     private_center,
 )
-from dppca_dask.privacy.accounting import CALIBRATIONS
+from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
+from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.scree import ScreeResult, build_scree_result
 from dppca_dask.rng import RngState, as_rng
 
-__all__ = ["DEFAULT_MAX_K", "dp_scree"]
+__all__ = [
+    "DEFAULT_MAX_K",
+    "check_scree_args",
+    "dp_scree",
+    "plan_scree",
+    "resolve_k",
+    "scree_records",
+    "scree_rounds",
+    "scree_stage",
+]
 
 DEFAULT_MAX_K = 10
 """``k=None`` gives min(p, 10) components (all columns of a supplied V_dp matrix)."""
@@ -354,3 +367,47 @@ def scree_stage(
         center_private=mode == "private", nonprivate=reference, n=n, plan=plan, ledger=ledger,
         calibration=calibration, seeded=rng_state.seeded, scree_meta=meta,
     )
+
+
+def scree_rounds(methods: Sequence[str], controls: dict[str, Any], n: int,
+                 center: str | np.ndarray) -> int:
+    """Data passes of the scree stage: the centre's (private 2, empirical 1, constants 0), then
+    the methods' side by side (clipped 1, pmwm 2, huber 1 + T)."""
+    c = {"private": 2, "empirical": 1}.get(center, 0) if isinstance(center, str) else 0
+    rounds = [1 if m == "clipped" else 2 if m == "pmwm" else 1 + huber_defaults(n, controls[m])[0]
+              for m in methods]
+    return c + max(rounds)
+
+
+def scree_records(n: int, budget: BudgetPlan, *, methods: Sequence[str],
+                  controls: dict[str, Any], k: int,
+                  center: str | np.ndarray) -> list[SpendRecord]:
+    """The scree stage's planned records (centre once, then each method's), public inputs only."""
+    scree_budget = budget.spend("scree")
+    private = isinstance(center, str) and center == "private"
+    share = CENTER_SHARE if private else 0.0
+    out = center_records(scree_budget.scaled(share)) if private else []
+    method_budget = scree_budget.scaled(1.0 - share)
+    for m in methods:
+        out += method_records(m, n, k, controls[m], method_budget)
+    return out
+
+
+def plan_scree(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str],
+               controls: dict[str, Any], k: int | None = None, center: Any = "private",
+               supplied: tuple[np.ndarray, str] | None = None,
+               calibration: str = "classical") -> Plan:
+    """What ``dp_scree`` spends and how often it reads X, from public quantities only.
+
+    ``supplied``: the parsed ``V_dp`` (:func:`~dppca_dask.pca.directions.parse_v_dp`), whose
+    loading allocation is then a prior record.
+    """
+    center = center if isinstance(center, np.ndarray) else _parse_center(center)
+    k = resolve_k(k, p, supplied, _OWNER)
+    check_scree_args(n, p, methods, center, _OWNER)
+    head = (loading_records(budget, calibration=calibration) if supplied is None
+            else (prior_record(budget, supplied[1]),))
+    records = [*head, *scree_records(n, budget, methods=methods, controls=controls, k=k,
+                                     center=center)]
+    return Plan(tuple(records), passes=(supplied is None) + scree_rounds(methods, controls, n,
+                                                                          center))

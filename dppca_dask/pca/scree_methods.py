@@ -34,6 +34,7 @@ from dppca_dask.pca.scree_controls import ClippedControl, Control, HuberControl,
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.mechanisms import gaussian_release, laplace_release
+from dppca_dask.privacy.plan import planned
 from dppca_dask.privacy.quantiles import (
     DEFAULT_MAX_STEPS,
     signed_quantile_from_counts,
@@ -46,7 +47,9 @@ __all__ = [
     "CENTER_SHARE",
     "RADIUS_SHARE",
     "Context",
+    "center_records",
     "clipped_scree",
+    "method_records",
     "ask",
     "empirical_center",
     "huber_defaults",
@@ -318,3 +321,36 @@ def huber_scree(
 
 
 PROCEDURES = {"clipped": clipped_scree, "pmwm": pmwm_scree, "huber": huber_scree}
+
+
+# --- the plan: the records each procedure writes, from public quantities ------------------------
+
+
+def center_records(budget: PrivacyBudget) -> list[SpendRecord]:
+    """The private centre's planned records (``budget``: the centre's share of the scree)."""
+    out = []
+    for share in CENTER_ROUNDS:
+        out.append(planned("scree", "durfee_above_threshold", RADIUS_SHARE * share * budget.eps))
+        out.append(planned("scree", "gaussian", (1.0 - RADIUS_SHARE) * share * budget.eps,
+                           share * budget.delta))
+    return out
+
+
+def method_records(method: str, n: int, k: int, control: Control,
+                   budget: PrivacyBudget) -> list[SpendRecord]:
+    """One method's planned records for k components (``budget``: the method's allocation)."""
+    per = budget.scaled(1.0 / k)
+    if isinstance(control, ClippedControl):
+        return [planned("scree", "gaussian", per.eps, per.delta) for _ in range(k)]
+    if isinstance(control, PMWMControl):
+        searches = [planned("scree", "durfee_above_threshold", per.eps / 4.0 / 2)
+                    for _ in range(4 * k)]  # 2 signed quantiles, each a search per side
+        return searches + [planned("scree", "gaussian", per.eps / 2.0, per.delta)
+                           for _ in range(k)]
+    assert isinstance(control, HuberControl), method
+    steps, _ = huber_defaults(n, control)
+    eps_m2 = control.m2_frac * per.eps
+    step = PrivacyBudget((1.0 - control.m2_frac) * per.eps,
+                         spent_fractions(control)[1] * per.delta).scaled(1.0 / steps)
+    return ([planned("scree", "laplace", eps_m2) for _ in range(k)]
+            + [planned("scree", "gaussian", step.eps, step.delta) for _ in range(steps * k)])

@@ -45,6 +45,7 @@ from dppca_dask.pipeline.deployment import apply_deployment
 from dppca_dask.pipeline.ledger import BudgetLedger
 from dppca_dask.pipeline.tasks import TASKS, TaskSpec, mib
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
+from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result, write_atomically
 from dppca_dask.rng import RngState, as_rng
 
@@ -132,8 +133,23 @@ class RunPlan:
     budget: BudgetPlan
     noise: tuple[str, ...]
     work: tuple[str, ...]
-    spend: PrivacyBudget
-    """What the release spends (basic composition); the persistent ledger reserves exactly this."""
+    release: Plan
+    """The release's plan as data: its planned spend records, their total and its passes."""
+
+    @property
+    def spend(self) -> PrivacyBudget:
+        """What the release spends, (ε, δ) of :attr:`release`'s total (under zCDP: the (ε, δ)
+        its ρ was converted from); the persistent ledger reserves exactly this."""
+        total = self.release.total
+        return PrivacyBudget(total.get("eps", 0.0), total.get("delta", 0.0))
+
+    def as_dict(self) -> dict[str, Any]:
+        """``plan --json``: the release's ``records`` and ``total``, its ``passes``, the task,
+        the budget owner and the data's public shape (no rng seed, no data values)."""
+        src = self.source
+        return {"task": self.config.task, "owner": self.budget.owner,
+                **self.release.as_dict(),
+                "data": {"n": src.n, "p": src.p, "variables": list(src.variables)}}
 
     def render(self) -> str:
         cfg, src = self.config, self.source
@@ -147,6 +163,9 @@ class RunPlan:
             f"Privacy budget plan for {self.budget.owner} ({split}):",
             f"  total: eps = {format_r_scalar(total.eps)} ; delta = {format_r_scalar(total.delta)}",
             *self.noise,
+            f"  planned ledger ({len(self.release.records)} mechanism calls; "
+            "`plan --json` lists them):",
+            *_record_lines(self.release),
             f"  this release spends in total (basic composition): "
             f"eps = {format_r_scalar(self.spend.eps)} ; delta = {format_r_scalar(self.spend.delta)}"
             + ("" if self.config.task != "covariance" else " (as rho-zCDP, converted)"),
@@ -200,8 +219,28 @@ def plan_run(config: RunConfig) -> RunPlan:
     return RunPlan(
         config, source, budget,
         tuple(spec.noise_plan(config, source, budget)), tuple(spec.work_plan(config, source)),
-        spec.planned_spend(config, budget),
+        spec.plan(config, source, budget),
     )
+
+
+def _record_lines(plan: Plan) -> list[str]:
+    """The planned records, identical consecutive calls folded into one line."""
+    lines: list[str] = []
+    groups: list[tuple[tuple[Any, ...], int]] = []
+    for r in plan.records:
+        key = (r.component, r.mechanism, r.status, r.eps, r.delta, r.rho)
+        if groups and groups[-1][0] == key:
+            groups[-1] = (key, groups[-1][1] + 1)
+        else:
+            groups.append((key, 1))
+    for (component, mechanism, status, eps, delta, rho), count in groups:
+        amount = (f"rho = {format_r_scalar(rho)}" if plan.accounting == "zcdp" and rho is not None
+                  else f"eps = {format_r_scalar(eps)} ; delta = {format_r_scalar(delta)}")
+        times = f"{count} x " if count > 1 else ""
+        tail = " (prior release: recorded, not spent)" if status == "prior" else ""
+        lines.append(f"    {component}: {times}{mechanism}, {amount}{' each' if count > 1 else ''}"
+                     f"{tail}")
+    return lines
 
 
 def _guard_output(config: RunConfig) -> None:

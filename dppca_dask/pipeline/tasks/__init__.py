@@ -8,7 +8,6 @@ a config section (:mod:`dppca_dask.pipeline.config`) and one entry here.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,38 +16,44 @@ from typing import Any
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
-from dppca_dask.pca.loading import _fit_loading, kendall_sensitivity
+from dppca_dask.pca.loading import _fit_loading, kendall_sensitivity, plan_loading
 from dppca_dask.pipeline.config import RunConfig
-from dppca_dask.pipeline.tasks.covariance import covariance_fit, covariance_noise, covariance_work
+from dppca_dask.pipeline.tasks.covariance import (
+    covariance_fit,
+    covariance_noise,
+    covariance_plan,
+    covariance_work,
+)
 from dppca_dask.pipeline.tasks.pca import (
     pca_fit,
     pca_noise,
     pca_outputs,
+    pca_plan,
     pca_source,
-    pca_spend,
     pca_work,
 )
 from dppca_dask.pipeline.tasks.score import (
     score_fit,
     score_noise,
     score_outputs,
+    score_plan,
     score_source,
-    score_spend,
     score_work,
 )
 from dppca_dask.pipeline.tasks.scree import (
     scree_fit,
     scree_noise,
     scree_outputs,
-    scree_spend,
+    scree_plan,
     scree_work,
 )
-from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget
+from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.mechanisms import symmetric_noise_sigma
+from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
 
-__all__ = ["TASKS", "TaskSpec", "mib", "spent_allocations"]
+__all__ = ["TASKS", "TaskSpec", "mib"]
 
 
 def mib(nbytes: float) -> str:
@@ -63,21 +68,13 @@ class TaskSpec:
     noise_plan: Callable[[RunConfig, SourceInfo, BudgetPlan], list[str]]
     work_plan: Callable[[RunConfig, SourceInfo], list[str]]
     fit: Callable[[RunConfig, DataSource, BudgetPlan, RngState], Result]
+    plan: Callable[[RunConfig, SourceInfo, BudgetPlan], Plan]
+    """The release's plan as data (:class:`~dppca_dask.privacy.plan.Plan`): the estimator's
+    planning function on the config's options; the persistent ledger reserves its total."""
     source_options: Callable[[RunConfig], dict[str, Any]] = lambda cfg: {}
-    planned_spend: Callable[[RunConfig, BudgetPlan], PrivacyBudget] = (
-        lambda cfg, plan: spent_allocations(plan)
-    )
-    """What the release will cost under basic composition (for the persistent ledger's cap
-    check); override when one allocation is spent several times (e.g. several methods)."""
     write_outputs: Callable[[RunConfig, Result, Path, RngState], None] | None = None
     """Task-specific extra outputs written into the run directory after the release (samples,
     figures): post-processing of the result only; gets the run's generator after the fit."""
-
-
-def spent_allocations(plan: BudgetPlan) -> PrivacyBudget:
-    """Sum of the allocations this fit spends (prior releases excluded)."""
-    spent = [b for name, b in plan.allocations if name not in plan.prior]
-    return PrivacyBudget(math.fsum(b.eps for b in spent), math.fsum(b.delta for b in spent))
 
 
 def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> list[str]:
@@ -122,19 +119,24 @@ def _loading_fit(
     )
 
 
+def _loading_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
+    return plan_loading(budget, calibration=cfg.loading.calibration)
+
+
 def _loading_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> None:
     """``loading.png``: vectors, points and heatmap of the released directions."""
     result.plot().save(str(base / "loading.png"))  # type: ignore[attr-defined]
 
 
 TASKS: dict[str, TaskSpec] = {
-    "loading": TaskSpec("dp_loading", _loading_noise, _loading_work, _loading_fit,
+    "loading": TaskSpec("dp_loading", _loading_noise, _loading_work, _loading_fit, _loading_plan,
                         write_outputs=_loading_outputs),
-    "scree": TaskSpec("dp_scree", scree_noise, scree_work, scree_fit, planned_spend=scree_spend,
+    "scree": TaskSpec("dp_scree", scree_noise, scree_work, scree_fit, scree_plan,
                       write_outputs=scree_outputs),
-    "score": TaskSpec("dp_score", score_noise, score_work, score_fit, source_options=score_source,
-                      planned_spend=score_spend, write_outputs=score_outputs),
-    "pca": TaskSpec("dp_pca", pca_noise, pca_work, pca_fit, source_options=pca_source,
-                    planned_spend=pca_spend, write_outputs=pca_outputs),
-    "covariance": TaskSpec("dp_covariance", covariance_noise, covariance_work, covariance_fit),
+    "score": TaskSpec("dp_score", score_noise, score_work, score_fit, score_plan,
+                      source_options=score_source, write_outputs=score_outputs),
+    "pca": TaskSpec("dp_pca", pca_noise, pca_work, pca_fit, pca_plan, source_options=pca_source,
+                    write_outputs=pca_outputs),
+    "covariance": TaskSpec("dp_covariance", covariance_noise, covariance_work, covariance_fit,
+                           covariance_plan),
 }

@@ -19,17 +19,19 @@ from dppca_dask.covariance.estimator import (
     _parse_control,
     covariance_sensitivities,
     parse_bounds,
+    plan_covariance,
 )
 from dppca_dask.covariance.pace_ggm import PaceGGMControl
 from dppca_dask.errors import ConfigError
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pipeline.config import CovarianceConfig, RunConfig
 from dppca_dask.privacy.budget import BudgetPlan
+from dppca_dask.privacy.plan import Plan
 from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
 
-__all__ = ["covariance_fit", "covariance_noise", "covariance_work"]
+__all__ = ["covariance_fit", "covariance_noise", "covariance_plan", "covariance_work"]
 
 _OWNER = "dp_covariance"
 
@@ -109,6 +111,13 @@ def covariance_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
         lines.append(f"  PACE-GGM: at most {control.rounds_per_variable * d} rounds, each a "
                      "maximum-entropy solve on the changed component")
     return lines
+
+
+def covariance_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
+    """The release's plan (:func:`~dppca_dask.covariance.estimator.plan_covariance`)."""
+    opts = _options(cfg)
+    return plan_covariance(src.p, _plan(budget), method=opts.method,
+                           control=_parse_control(opts.method, opts.control))
 
 
 def covariance_fit(

@@ -15,7 +15,6 @@ documented number of reads of the input. ``dppca-dask run`` writes, besides the 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +27,21 @@ from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
-from dppca_dask.pca.pca import _fit_pca, expected_reads
+from dppca_dask.pca.pca import _fit_pca, expected_reads, plan_pca
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
-from dppca_dask.pca.score import FRAME_SHARE
 from dppca_dask.pca.scree import DEFAULT_MAX_K, _parse_center
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.score import samples_table, score_noise
-from dppca_dask.pipeline.tasks.scree import scree_factors
-from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget
+from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.mechanisms import gaussian_release_sigma
+from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
 
-__all__ = ["pca_fit", "pca_noise", "pca_outputs", "pca_source", "pca_spend", "pca_work"]
+__all__ = ["pca_fit", "pca_noise", "pca_outputs", "pca_source", "pca_plan", "pca_work"]
 
 _OWNER = "dp_pca"
 
@@ -149,21 +147,14 @@ def pca_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
     ]
 
 
-def pca_spend(cfg: RunConfig, plan: BudgetPlan) -> PrivacyBudget:
-    """Basic composition: loading + scree centre + each scree method + frame + each histogram."""
+def pca_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
+    """The release's plan (:func:`~dppca_dask.pca.pca.plan_pca`) for this config."""
     opts = cfg.pca
-    scree, score = plan.spend("scree"), plan.spend("score")
     methods = parse_scree_methods(list(opts.scree_method), _OWNER)
-    controls = resolve_controls(methods, dict(opts.scree_control), owner=_OWNER)
-    f_eps, f_delta = scree_factors(methods, controls, opts.center)
-    frame_eps = FRAME_SHARE * score.eps
-    frame_delta = FRAME_SHARE * score.delta if opts.frame == "smooth" else 0.0
-    m = len(set(opts.score_method))
-    parts = [b for name, b in plan.allocations if name == "loading" and name not in plan.prior]
-    eps = [b.eps for b in parts] + [f_eps * scree.eps, frame_eps, m * (score.eps - frame_eps)]
-    delta = [b.delta for b in parts] + [f_delta * scree.delta, frame_delta,
-                                        m * (score.delta - frame_delta)]
-    return PrivacyBudget(math.fsum(eps), math.fsum(delta))
+    return plan_pca(src.n, src.p, budget, k=opts.k, scree_methods=methods,
+                    controls=resolve_controls(methods, dict(opts.scree_control), owner=_OWNER),
+                    score_methods=parse_methods(list(opts.score_method), _OWNER),
+                    center=opts.center, frame=opts.frame, calibration=opts.calibration)
 
 
 def pca_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:

@@ -27,7 +27,7 @@ from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
 from dppca_dask.pca.loading import kendall_sensitivity
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
-from dppca_dask.pca.score import FRAME_SHARE, _fit_score
+from dppca_dask.pca.score import FRAME_SHARE, _fit_score, plan_score
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget
 from dppca_dask.privacy.mechanisms import (
@@ -35,10 +35,11 @@ from dppca_dask.privacy.mechanisms import (
     stability_histogram_parameters,
     symmetric_noise_sigma,
 )
+from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
 
-__all__ = ["score_fit", "score_noise", "score_outputs", "score_source", "score_spend",
+__all__ = ["score_fit", "score_noise", "score_outputs", "score_source", "score_plan",
            "score_work"]
 
 _OWNER = "dp_score"
@@ -116,16 +117,11 @@ def score_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
     ]
 
 
-def score_spend(cfg: RunConfig, plan: BudgetPlan) -> PrivacyBudget:
-    """Basic composition: loading (unless prior) + frame + one histogram allocation per method."""
-    score = plan.spend("score")
-    m = len(set(cfg.score.method))
-    smooth = cfg.score.frame == "smooth"
-    frame = PrivacyBudget(FRAME_SHARE * score.eps, FRAME_SHARE * score.delta if smooth else 0.0)
-    hist_eps, hist_delta = score.eps - frame.eps, score.delta - frame.delta
-    spent = [b for name, b in plan.allocations if name not in plan.prior and name != "score"]
-    return PrivacyBudget(math.fsum([b.eps for b in spent] + [frame.eps, m * hist_eps]),
-                         math.fsum([b.delta for b in spent] + [frame.delta, m * hist_delta]))
+def score_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
+    """The release's plan (:func:`~dppca_dask.pca.score.plan_score`) for this config."""
+    opts = cfg.score
+    return plan_score(budget, methods=parse_methods(list(opts.method), _OWNER), frame=opts.frame,
+                      calibration=opts.calibration)
 
 
 def score_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:

@@ -11,7 +11,6 @@ show the non-private reference and are NOT private releases).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,17 @@ from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.loading import kendall_sensitivity
-from dppca_dask.pca.scree import DEFAULT_MAX_K, _fit_scree, _parse_center
+from dppca_dask.pca.scree import DEFAULT_MAX_K, _fit_scree, _parse_center, plan_scree
 from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
-from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults, spent_fractions
+from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pipeline.config import RunConfig
-from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
+from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
 from dppca_dask.privacy.mechanisms import gaussian_release_sigma, symmetric_noise_sigma
+from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import LoadingResult, Result, load_result
 from dppca_dask.rng import RngState
 
-__all__ = ["scree_fit", "scree_noise", "scree_outputs", "scree_spend", "scree_work"]
+__all__ = ["scree_fit", "scree_noise", "scree_outputs", "scree_plan", "scree_work"]
 
 _OWNER = "dp_scree"
 
@@ -139,26 +139,15 @@ def scree_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
     return lines
 
 
-def scree_factors(methods: tuple[str, ...], controls: dict[str, Any], center: Any
-                  ) -> tuple[float, float]:
-    """Multiples (of ε, of δ) of the scree allocation a release spends: the private centre once,
-    then each method's share as its mechanisms spend it (:func:`spent_fractions`)."""
-    share = CENTER_SHARE if isinstance(center, str) and center == "private" else 0.0
-    fractions = [spent_fractions(controls[m]) for m in dict.fromkeys(methods)]
-    return (share + math.fsum((1.0 - share) * f[0] for f in fractions),
-            share + math.fsum((1.0 - share) * f[1] for f in fractions))
-
-
-def scree_spend(cfg: RunConfig, plan: BudgetPlan) -> PrivacyBudget:
-    """Basic composition: loading (unless prior) + the centre once + each method's spend."""
-    plan = _plan(cfg, plan)
-    scree = plan.spend("scree")
-    methods = parse_methods(list(cfg.scree.method), _OWNER)
-    controls = resolve_controls(methods, dict(cfg.scree.controls), owner=_OWNER)
-    f_eps, f_delta = scree_factors(methods, controls, cfg.scree.center)
-    spent = [b for name, b in plan.allocations if name not in plan.prior and name != "scree"]
-    return PrivacyBudget(math.fsum([b.eps for b in spent] + [f_eps * scree.eps]),
-                         math.fsum([b.delta for b in spent] + [f_delta * scree.delta]))
+def scree_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
+    """The release's plan (:func:`~dppca_dask.pca.scree.plan_scree`) for this config."""
+    methods, controls, _ = _check(cfg, src)
+    opts = cfg.scree
+    supplied = None if opts.directions is None else (np.zeros((src.p, src.p)),
+                                                     "supplied dp_loading result")
+    return plan_scree(src.n, src.p, _plan(cfg, budget), methods=methods, controls=controls,
+                      k=opts.k, center=opts.center, supplied=supplied,
+                      calibration=opts.calibration)
 
 
 def scree_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
