@@ -74,7 +74,7 @@ def run(config: str, overwrite: bool, quiet: bool) -> None:
     cfg = load_config(config)
     outcome = execute(cfg, progress=not quiet, overwrite=overwrite or None)
     if not quiet:
-        click.echo(repr(outcome.result.summary()))  # type: ignore[attr-defined]
+        click.echo(repr(outcome.result.summary()))
         click.echo(f"\nWrote {outcome.directory}/: "
                    + ", ".join(Path(f).name for f in outcome.files))
         _echo_report(Path(outcome.directory))
@@ -156,7 +156,7 @@ def inspect(output: str) -> None:
     result = load_result(path)
     click.echo(repr(result))
     click.echo("")
-    click.echo(repr(result.summary()))  # type: ignore[attr-defined]
+    click.echo(repr(result.summary()))
     _echo_report(run_directory or path.parent)
 
 
@@ -232,7 +232,7 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
     config_path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     outcome = execute(cfg, progress=not quiet)
     if not quiet:
-        click.echo(repr(outcome.result.summary()))  # type: ignore[attr-defined]
+        click.echo(repr(outcome.result.summary()))
         click.echo(f"\nConfig: {config_path} (rerun with: dppca-dask run {config_path} "
                    "after changing output.directory)")
         click.echo(f"Wrote {outcome.directory}/: "

@@ -1,4 +1,4 @@
-"""Test utilities: an emulator of R's default random number generator (SPEC_dppca.md App. A).
+"""Test utilities: an emulator of R's default random number generator (docs/spec/SPEC_dppca.md App. A).
 
 ``RRNG(seed)`` reproduces ``set.seed(seed)`` followed by ``rnorm``/``rexp``/``runif`` draws of R
 (Mersenne-Twister, Inversion normals, Ahrens-Dieter exponentials) and VGAM's ``rlaplace``, plus

@@ -53,11 +53,28 @@ def _check(plan, fit):
         assert value == pytest.approx(total[key], rel=1e-12, abs=1e-15)
 
 
-@pytest.mark.parametrize("calibration", ["classical", "analytic"])
-def test_plan_loading__equals_the_ledger(calibration):
+@pytest.mark.parametrize(("calibration", "pairs", "sensitivity"), [
+    ("classical", "all", "seed"), ("analytic", "all", "tight"), ("classical", "blocks", "seed"),
+    ("analytic", "blocks", "tight")])
+def test_plan_loading__equals_the_ledger(calibration, pairs, sensitivity):
     pc = privacy_control(eps=0.8, delta=1e-5)
-    fit = dp_loading(X, privacy=pc, rng=1, calibration=calibration)
-    _check(plan_loading(resolve_budget(pc, owner="dp_loading"), calibration=calibration), fit)
+    fit = dp_loading(X, privacy=pc, rng=1, calibration=calibration, pairs=pairs, pair_block=50,
+                     sensitivity=sensitivity)
+    _check(plan_loading(240, 4, resolve_budget(pc, owner="dp_loading"), calibration=calibration,
+                        pairs=pairs, pair_block=50, sensitivity=sensitivity), fit)
+
+
+@pytest.mark.parametrize(("calibration", "sensitivity"), [("analytic", "tight"),
+                                                           ("classical", "tight")])
+def test_plan_pca__calibration_and_sensitivity_options(calibration, sensitivity):
+    pc = privacy_control(eps=3.0, delta=1e-5)
+    controls = {m: CONTROLS[m] for m in ("clipped", "pmwm")}
+    fit = dp_pca(X, privacy=pc, k=3, scree_method=["clipped", "pmwm"], scree_control=controls,
+                 calibration=calibration, sensitivity=sensitivity, rng=6)
+    plan = plan_pca(240, 4, resolve_budget(pc, owner="dp_pca"), k=3,
+                    scree_methods=("clipped", "pmwm"), controls=controls,
+                    calibration=calibration, sensitivity=sensitivity)
+    _check(plan, fit)
 
 
 @pytest.mark.parametrize(("methods", "center", "supplied"),
@@ -79,7 +96,8 @@ def test_plan_scree__equals_the_ledger(methods, center, supplied):
 def test_plan_score__equals_the_ledger(methods, frame, group):
     pc = privacy_control(eps=3.0, delta=1e-5)
     fit = dp_score(X, privacy=pc, method=list(methods), frame=frame, group=group, rng=3)
-    _check(plan_score(resolve_budget(pc, owner="dp_score"), methods=methods, frame=frame), fit)
+    _check(plan_score(240, 4, resolve_budget(pc, owner="dp_score"), methods=methods,
+                      frame=frame), fit)
 
 
 @pytest.mark.parametrize(("scree", "score", "center", "supplied"), [
@@ -115,6 +133,7 @@ def test_plan_covariance__equals_the_ledger(method, budget):
 def test_records_match__finds_a_wrong_amount_and_a_missing_record():
     pc = privacy_control(eps=0.8, delta=1e-5)
     fit = dp_loading(X, privacy=pc, rng=1)
-    wrong = plan_loading(resolve_budget(privacy_control(eps=0.9, delta=1e-5), owner="dp_loading"))
+    wrong = plan_loading(240, 4, resolve_budget(privacy_control(eps=0.9, delta=1e-5),
+                                                owner="dp_loading"))
     assert records_match(wrong, fit.ledger)
     assert records_match(wrong, ())

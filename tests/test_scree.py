@@ -33,7 +33,7 @@ from dppca_dask.pca.postprocess import (
     pava_nonincreasing,
     scree_to_pve,
 )
-from dppca_dask.pca.scree import _fit_scree
+from dppca_dask.pca.scree import fit_scree
 from dppca_dask.pca.scree_methods import huber_defaults
 from dppca_dask.privacy.budget import resolve_budget
 from dppca_dask.rng import as_rng
@@ -168,7 +168,7 @@ def _fit(x, v, *, methods, center, chunks, seed, lockstep=False, eps=8.0, non_pr
     src = as_data(da.from_array(x, chunks=(chunks, x.shape[1])), owner="dp_scree")
     plan = resolve_budget(privacy_control(loading=(1, 1e-6), scree=(eps, 1e-3)),
                           owner="dp_scree", prior=("loading",))
-    return _fit_scree(src, plan, methods=methods, controls=CONTROLS, k=v.shape[1], V_dp=v,
+    return fit_scree(src, plan, methods=methods, controls=CONTROLS, k=v.shape[1], V_dp=v,
                       mono=False, cpp_option=True, non_private=non_private,
                       calibration="classical", rng_state=as_rng(seed), center=center,
                       lockstep=lockstep)

@@ -1,6 +1,6 @@
 """Private covariance: ``dp_covariance`` (PACE-GGM, SSP, diagonal) and the exact clipped Σ(X).
 
-Follows SPEC_covariance.md. Stages, in order:
+Follows docs/spec/SPEC_covariance.md. Stages, in order:
 
 1. validate the budget (ρ, or (ε, δ) converted to ρ -- :mod:`dppca_dask.privacy.zcdp`), the public
    bounds and the method's control; the ρ allocation is fixed before any data is read;
@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from dppca_dask._typing import CovarianceMethod, DataLike, RngLike
 from dppca_dask._validation import bad_param, parse_bool, parse_choice
 from dppca_dask.covariance.maxent import psd_project
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, as_control, initial_shares, run_pace_ggm
@@ -121,7 +122,7 @@ class CovarianceSensitivities:
 
 
 def covariance_sensitivities(bounds: Any, n: int) -> CovarianceSensitivities:
-    """Sensitivities of Σ(X) = XᵀX/n of clipped data (SPEC_covariance.md §2).
+    """Sensitivities of Σ(X) = XᵀX/n of clipped data (docs/spec/SPEC_covariance.md §2).
 
     Examples
     --------
@@ -141,7 +142,7 @@ def _moment_graph(source: DataSource, bounds: np.ndarray, count_clipped: bool) -
     return row_block_sum(source.array, clipped_gram, bounds, count_clipped, name="clipped-gram")
 
 
-def clipped_second_moment(X: Any, *, bounds: Any) -> xr.DataArray:
+def clipped_second_moment(X: DataLike, *, bounds: Any) -> xr.DataArray:
     """The exact (non-private) Σ(X) = XᵀX/n of ``X`` clipped to [−B_j, B_j].
 
     The target of :func:`dp_covariance`, for checks and benchmarks. **This is not a private
@@ -177,7 +178,7 @@ class CovarianceEstimate:
     mean_weights: np.ndarray | None = None
 
 
-def _parse_control(method: str, control: Any) -> Any:
+def parse_control(method: str, control: Any) -> Any:
     if method == "pace_ggm":
         return as_control(control, _OWNER)
     if method == "ssp":
@@ -267,15 +268,15 @@ def _measured_info(info: dict[str, Any], measured: np.ndarray) -> dict[str, Any]
 
 
 def dp_covariance(
-    X: Any,
+    X: DataLike,
     *,
     rho: float | None = None,
     eps: float | None = None,
     delta: float | None = None,
     bounds: Any,
-    method: Literal["pace_ggm", "ssp", "diagonal"] = "pace_ggm",
+    method: CovarianceMethod = "pace_ggm",
     control: PaceGGMControl | Mapping[str, Any] | None = None,
-    rng: Any = None,
+    rng: RngLike = None,
     report_clipping: bool = False,
 ) -> CovarianceResult:
     """Differentially private second-moment (covariance) matrix Σ(X) = XᵀX/n under ρ-zCDP.
@@ -335,16 +336,16 @@ def dp_covariance(
     """
     plan = resolve_zcdp(rho=rho, eps=eps, delta=delta, owner=_OWNER)
     method = parse_choice(method, "method", _OWNER, METHODS)  # type: ignore[assignment]
-    parsed_control = _parse_control(method, control)
+    parsed_control = parse_control(method, control)
     report_clipping = parse_bool(report_clipping, "report_clipping", _OWNER)
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_rows=1)
     b = parse_bounds(bounds, source.variables)
-    return _fit_covariance(source, plan, bounds=b, method=method, control=parsed_control,
+    return fit_covariance(source, plan, bounds=b, method=method, control=parsed_control,
                            rng_state=state, report_clipping=report_clipping)
 
 
-def _allocations(method: str, rho: float, control: Any, d: int) -> tuple[tuple[str, float], ...]:
+def rho_allocations(method: str, rho: float, control: Any, d: int) -> tuple[tuple[str, float], ...]:
     if method == "pace_ggm":
         shares = initial_shares(control, d)
         rounds = 1.0 - shares["diagonal"] - shares["mean"]
@@ -353,7 +354,7 @@ def _allocations(method: str, rho: float, control: Any, d: int) -> tuple[tuple[s
     return ((method, rho),)
 
 
-def _fit_covariance(
+def fit_covariance(
     source: DataSource,
     plan: ZCDPPlan,
     *,
@@ -366,7 +367,7 @@ def _fit_covariance(
     """Run the covariance release on a validated source (shared with the CLI runner)."""
     if source.n < 1:
         raise ParameterError("dp_covariance needs at least one row.")
-    plan = plan.with_allocations(_allocations(method, plan.rho, control, source.p))
+    plan = plan.with_allocations(rho_allocations(method, plan.rho, control, source.p))
     (parts,) = run(once(_moment_graph(source, bounds, report_clipping)))
     gram, sums, clipped = parts
     estimate = release_covariance(gram / source.n, n=source.n, bounds=bounds, rho=plan.rho,
@@ -392,9 +393,9 @@ def plan_covariance(p: int, plan: ZCDPPlan, *, method: str = "pace_ggm",
     planned as one record with their whole allocation (:data:`~dppca_dask.privacy.plan.ADAPTIVE`).
     """
     method = parse_choice(method, "method", _OWNER, METHODS)
-    control = control if isinstance(control, PaceGGMControl) else _parse_control(method, control)
+    control = control if isinstance(control, PaceGGMControl) else parse_control(method, control)
     records = []
-    for name, rho in _allocations(method, plan.rho, control, p):
+    for name, rho in rho_allocations(method, plan.rho, control, p):
         mechanism = ADAPTIVE if name == "rounds" else _MECHANISMS[name]
         records.append(planned(name, mechanism, 0.0, 0.0, rho=rho, calibration="zcdp"))
     eps_delta = None if plan.eps is None else (plan.eps, plan.delta or 0.0)

@@ -1,6 +1,6 @@
 """Maximum-entropy (maximum-determinant) completion of noisy, partially measured covariances.
 
-Problem (SPEC_covariance.md §3). Measured entries S (every diagonal entry and the off-diagonal
+Problem (docs/spec/SPEC_covariance.md §3). Measured entries S (every diagonal entry and the off-diagonal
 pairs with weight λ_jk > 0) carry precision-weighted values y_jk. The reconstruction is
 
     Σ̂ = argmax log det Σ  subject to  Σ ∈ argmin_{W ⪰ 0} f(W),  f(W) = Σ_{(j,k)∈S} λ_jk (W_jk − y_jk)²

@@ -1,8 +1,8 @@
 """PACE-GGM: private adaptive covariance estimation via Gaussian graphical models.
 
 Ferrando, Fuentes, Mullins, Musco & Sheldon, "Private Adaptive Covariance Estimation via Gaussian
-Graphical Models" (arXiv 2605.24295, 2026), as summarised in ``seeds/pace_ggm_summary_fr.txt``
-and specified in SPEC_covariance.md §3. The paper's algorithm box and constants are not public;
+Graphical Models" (arXiv 2605.24295, 2026), as summarised in ``docs/spec/seeds/pace_ggm_summary_fr.txt``
+and specified in docs/spec/SPEC_covariance.md §3. The paper's algorithm box and constants are not public;
 every choice we had to make is a documented field of :func:`pace_ggm_control`.
 
 Everything here runs on the driver, on the exact d×d statistic of the *normalised* data

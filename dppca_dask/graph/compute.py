@@ -1,6 +1,6 @@
 """Dask orchestration of the data passes: the only kernel module that knows about Dask.
 
-Kendall pass (ARCHITECTURE.md §4; measurements and the reasons for the defaults in
+Kendall pass (docs/spec/ARCHITECTURE.md §4; measurements and the reasons for the defaults in
 docs/performance.md). The rows are cut into blocks; the work is the sequence of tiles (I, J),
 I ≤ J, in row-major order (``pairs="blocks"``: the diagonal tiles only, one per group of about
 ``pair_block`` rows). That sequence is cut into *work units of equal pair count*: a cut may fall
@@ -423,7 +423,7 @@ def _combine(*parts: tuple) -> tuple:
     return total, count
 
 
-def _tree(parts: list[Delayed], split_every: int, combine: Callable, name: str) -> Delayed:
+def tree_reduce(parts: list[Delayed], split_every: int, combine: Callable, name: str) -> Delayed:
     level = 0
     while len(parts) > 1:
         parts = [
@@ -492,9 +492,9 @@ def kendall_sum(
     if reread:
         readers = _row_readers(x, layout.block_sizes)
         for pieces in layout.units:
-            ids = sorted({k for piece in pieces for k in piece[:2]})
+            reads = sorted({k for piece in pieces for k in piece[:2]})
             parts.append(
-                delayed(_unit_reread, pure=True)(name, pieces, {k: readers[k] for k in ids})
+                delayed(_unit_reread, pure=True)(name, pieces, {k: readers[k] for k in reads})
             )
     else:
         blocks = _row_blocks(x, layout.block_sizes)
@@ -503,7 +503,7 @@ def kendall_sum(
             parts.append(
                 delayed(_unit, pure=True)(name, pieces, ids, *(blocks[k] for k in ids))
             )
-    return _tree(parts, split_every, _combine, "kendall"), layout
+    return tree_reduce(parts, split_every, _combine, "kendall"), layout
 
 
 def _moments_block(block: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
@@ -531,4 +531,4 @@ def moments(x: da.Array, *, split_every: int = DEFAULT_SPLIT_EVERY) -> Delayed:
         x = x.rechunk({1: -1})
     blocks = list(x.to_delayed(optimize_graph=False)[:, 0])
     parts = [delayed(_moments_block, pure=True)(b) for b in blocks]
-    return _tree(parts, split_every, _moments_combine, "moments")
+    return tree_reduce(parts, split_every, _moments_combine, "moments")

@@ -15,7 +15,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed, delayed
 
-from dppca_dask.graph.compute import DEFAULT_SPLIT_EVERY, _tree
+from dppca_dask.graph.compute import DEFAULT_SPLIT_EVERY, tree_reduce
 
 __all__ = ["row_block_sum", "row_blocks"]
 
@@ -66,4 +66,4 @@ def row_block_sum(
                  for block, start in zip(blocks, starts, strict=True)]
     else:
         parts = [delayed(fn, pure=True)(block, *args) for block in blocks]
-    return _tree(parts, split_every, _sum_parts, name)
+    return tree_reduce(parts, split_every, _sum_parts, name)

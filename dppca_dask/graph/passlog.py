@@ -57,7 +57,7 @@ _KNOWN = {  # task names (kernel functions) -> what the pass computes, in report
 
 
 def _name(obj: Any) -> str:
-    key = getattr(obj, "key", None) or getattr(obj, "name", None)
+    key: Any = getattr(obj, "key", None) or getattr(obj, "name", None)
     if key is None:
         keys = obj.__dask_keys__() if hasattr(obj, "__dask_keys__") else None
         while isinstance(keys, list) and keys:

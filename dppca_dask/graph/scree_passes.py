@@ -18,7 +18,7 @@ Tasks are pure functions of the data and public values; nothing here draws noise
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
@@ -35,7 +35,7 @@ __all__ = ["NumpyScoresBackend", "Request", "ScoresBackend", "pair_block_bounds"
 
 Kind = Literal["sum", "radius", "clipped", "signed", "winsor", "m2", "huber"]
 
-_KERNELS = {
+_KERNELS: dict[str, tuple[Callable[..., Any], bool]] = {
     "sum": (kernels.score_sums, False),
     "radius": (kernels.radius_stats, False),
     "clipped": (kernels.clipped_sums, False),
@@ -55,7 +55,7 @@ class Request:
 
 
 def pair_block_bounds(n: int, blocks: int) -> np.ndarray:
-    """Row boundaries of the m₂ pair blocks (SPEC_dppca.md §5.3), from public n and M only.
+    """Row boundaries of the m₂ pair blocks (docs/spec/SPEC_dppca.md §5.3), from public n and M only.
 
     m = ⌊n/2⌋ consecutive pairs; M ← min(M, m); b = ⌊m/M⌋ pairs per block (b < 1: M = m, b = 1);
     the last block runs to pair m. Returns M + 1 row indices (even numbers, last = 2m).
@@ -103,8 +103,8 @@ class ScoresBackend(DaskBackend):
             x = x.rechunk({1: -1})
         self.n = int(x.shape[0])
         self.k = int(v.shape[1])
-        self.y = x.map_blocks(kernels.scores, v, chunks=(x.chunks[0], (self.k,)),
-                              dtype=np.float64, name="dppca-scree-scores")
+        self.y = da.map_blocks(kernels.scores, x, v, chunks=(x.chunks[0], (self.k,)),
+                               dtype=np.float64, name="dppca-scree-scores")
 
     def lower(self, request: Any) -> Any:
         if not isinstance(request, Request):

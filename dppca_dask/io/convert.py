@@ -30,7 +30,7 @@ import xarray as xr
 
 from dppca_dask._validation import parse_bool, parse_choice, parse_int
 from dppca_dask.errors import DPPCAError, InputError, OutputExistsError, ParameterError
-from dppca_dask.io.data import ColumnSpec, _default_chunk_rows, _frame_columns, _labels
+from dppca_dask.io.data import ColumnSpec, column_labels, default_chunk_rows, frame_columns
 from dppca_dask.io.identity import check_output_location
 
 __all__ = ["FORMATS", "convert", "write_frames"]
@@ -175,7 +175,7 @@ def _write_blocks(blocks: Iterable[pd.DataFrame], store: str, columns: ColumnSpe
     offset = 0
     for frame in blocks:
         if names is None:
-            pos, gpos = _frame_columns(frame, columns, group_column, owner, source, stacklevel=5)
+            pos, gpos = frame_columns(frame, columns, group_column, owner, source, stacklevel=5)
             names = [str(frame.columns[i]) for i in pos]
         try:
             values = frame.iloc[:, pos].to_numpy(dtype=np.float64, na_value=np.nan)
@@ -191,7 +191,7 @@ def _write_blocks(blocks: Iterable[pd.DataFrame], store: str, columns: ColumnSpe
                              f"{names[int(c)]!r}) instead.")
         data: dict[str, Any] = {"X": (("sample", "variable"), values)}
         if gpos is not None:
-            labels = _labels(frame.iloc[:, gpos], len(frame), owner, "group_column")
+            labels = column_labels(frame.iloc[:, gpos], len(frame), owner, "group_column")
             data["group"] = (("sample",), labels.astype(object),
                              {"source_column": str(frame.columns[gpos])})
         ds = xr.Dataset(data)
@@ -266,7 +266,7 @@ def convert(in_path: str | os.PathLike, out_path: str | os.PathLike, *, fmt: str
     except (OSError, ValueError, TypeError) as exc:
         raise InputError(f"Input {src!r} could not be read as {kind} "
                          f"({type(exc).__name__}: {exc}).") from None
-    rows = _default_chunk_rows(2**62, p) if chunk_rows is None else chunk_rows
+    rows = default_chunk_rows(2**62, p) if chunk_rows is None else chunk_rows
     frames = _guarded(_frames(src, kind, rows), src, kind)
     return write_frames(frames, out_path, rows=rows, columns=columns, group_column=group_column,
                         overwrite=overwrite, source=src)

@@ -1,7 +1,7 @@
 """Input adapters: every estimator turns its ``X`` into one :class:`DataSource` here.
 
 Accepted inputs are NumPy arrays, pandas data frames, dask arrays, xarray objects and paths or
-URLs of Zarr arrays and groups (SPEC_dppca.md §3.1). The result is always an ``n × p`` float64
+URLs of Zarr arrays and groups (docs/spec/SPEC_dppca.md §3.1). The result is always an ``n × p`` float64
 dask array whose columns sit in one chunk and whose rows are chunked.
 
 Invariants: lazy inputs (dask, xarray on dask, Zarr) are never computed here -- their finiteness is
@@ -92,7 +92,7 @@ def _x_error(owner: str, rule: str, got: str) -> InputError:
     return InputError(f"The 'X' parameter of {owner} must {rule}. Got {got} instead.")
 
 
-def _default_chunk_rows(n: int, p: int) -> int:
+def default_chunk_rows(n: int, p: int) -> int:
     """Rows per chunk so that one float64 chunk is about 64 MiB (at least 1, at most ``n``)."""
     return max(1, min(max(n, 1), CHUNK_BYTES // (8 * max(p, 1))))
 
@@ -166,7 +166,7 @@ def _names(values: Any, p: int, owner: str, where: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _frame_columns(frame: pd.DataFrame, columns: ColumnSpec, group: Any, owner: str,
+def frame_columns(frame: pd.DataFrame, columns: ColumnSpec, group: Any, owner: str,
                    where: str = "X", stacklevel: int = 4) -> tuple[list[int], int | None]:
     """Feature and group positions in a frame; non-numeric columns drop with a warning."""
     names = _names(list(frame.columns), frame.shape[1], owner, f"{where!r}")
@@ -335,7 +335,7 @@ def _resolve(X: Any, owner: str, array: str | None, storage_options: dict | None
     if isinstance(X, str | os.PathLike):
         parts = _open_zarr(os.fspath(X), array, storage_options, owner, group)
     elif isinstance(X, pd.DataFrame):
-        pos, _ = _frame_columns(X, columns, group, owner, stacklevel=5)
+        pos, _ = frame_columns(X, columns, group, owner, stacklevel=5)
         sub = X.iloc[:, pos]
         values = sub.to_numpy(dtype=np.float64, na_value=np.nan)
         return _Parts(values, tuple(str(c) for c in sub.columns), "pandas", frame=X)
@@ -380,7 +380,7 @@ def _check_finite(a: np.ndarray, names: Sequence[str], owner: str, rows: int) ->
                        f"{count} non-finite value(s) (first at {first})")
 
 
-def _labels(raw: Any, n: int, owner: str, name: str = "group") -> np.ndarray:
+def column_labels(raw: Any, n: int, owner: str, name: str = "group") -> np.ndarray:
     """Group labels as strings, checked for length ``n`` and missing values (SPEC §6.7)."""
     values = raw.compute() if isinstance(raw, da.Array) else raw
     values = np.asarray(getattr(values, "values", values), dtype=object)
@@ -398,7 +398,7 @@ def _labels(raw: Any, n: int, owner: str, name: str = "group") -> np.ndarray:
 def _group_labels(group: Any, parts: _Parts, n: int, owner: str) -> np.ndarray:
     """Labels from a column/variable/coordinate named ``group``, or ``group`` itself."""
     if not isinstance(group, str):
-        return _labels(group, n, owner)
+        return column_labels(group, n, owner)
     raw: pd.Series | xr.DataArray
     if parts.frame is not None:
         raw = parts.frame.iloc[:, [str(c) for c in parts.frame.columns].index(group)]
@@ -410,7 +410,7 @@ def _group_labels(group: Any, parts: _Parts, n: int, owner: str) -> np.ndarray:
         raise InputError(f"Column {group!r} was not found in 'X'.")
     if raw.ndim != 1:
         raise InputError(f"The group variable {group!r} of X must be 1-D. Got {raw.ndim}-D.")
-    return _labels(raw.data if isinstance(raw, xr.DataArray) else raw, n, owner)
+    return column_labels(raw.data if isinstance(raw, xr.DataArray) else raw, n, owner)
 
 
 def as_data(X: Any, *, owner: str = "dp_loading", columns: ColumnSpec = None,
@@ -473,7 +473,7 @@ def as_data(X: Any, *, owner: str = "dp_loading", columns: ColumnSpec = None,
     groups = None if group is None else _group_labels(group, parts, n, owner)
     if isinstance(values, np.ndarray):
         values = np.asarray(values, dtype=np.float64)
-        rows = chunk_rows or _default_chunk_rows(n, p)
+        rows = chunk_rows or default_chunk_rows(n, p)
         _check_finite(values, parts.variables, owner, rows)
         arr = da.from_array(values, chunks=(min(rows, n) or 1, p))
     else:
@@ -502,7 +502,7 @@ def describe_source(X: Any, *, owner: str = "dp_loading", columns: ColumnSpec = 
     parts = _resolve(X, owner, array, storage_options, columns, group)
     n, p = (int(s) for s in parts.values.shape)
     if isinstance(parts.values, np.ndarray):
-        rows = _default_chunk_rows(n, p)
+        rows = default_chunk_rows(n, p)
         row_chunks = (rows,) * (n // rows) + ((n % rows,) if n % rows else ())
     else:
         row_chunks = tuple(int(c) for c in parts.values.chunks[0])

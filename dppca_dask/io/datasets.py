@@ -1,4 +1,4 @@
-"""Synthetic public demo data: the ``gau``/``gau_g`` design of SPEC_dppca.md §12.
+"""Synthetic public demo data: the ``gau``/``gau_g`` design of docs/spec/SPEC_dppca.md §12.
 
 Five groups of ``n_per_group`` rows each, stacked in group order, 20 columns ``V1..V20``; row
 ``i`` of group ``g`` is ``mu_g + sqrt(c_g) * Z[i, ::-1]`` where ``Z`` is an ``n_per_group × 20``
@@ -19,7 +19,7 @@ import pandas as pd
 
 from dppca_dask._validation import parse_int
 from dppca_dask.io.convert import write_frames
-from dppca_dask.io.data import _default_chunk_rows
+from dppca_dask.io.data import default_chunk_rows
 from dppca_dask.rng import as_rng
 
 __all__ = ["GAU_MEANS", "GAU_SCALES", "make_gau", "write_demo_dataset"]
@@ -87,6 +87,6 @@ def write_demo_dataset(path: str | os.PathLike, *, n_per_group: int = 1000, rng:
     (50, 20, 'V20', ['group1', 'group5'])
     """
     frame = make_gau(n_per_group, rng=rng)
-    rows = _default_chunk_rows(len(frame), P)
+    rows = default_chunk_rows(len(frame), P)
     return write_frames([frame], path, rows=rows, group_column="group", overwrite=overwrite,
                         source="make_gau()", owner="write_demo_dataset")

@@ -1,6 +1,6 @@
 """Per-block counting kernels on fixed public grids (NumPy only; no Dask, no randomness).
 
-The Durfee quantile search (SPEC_dppca.md §5.5b) needs, for each public grid point t_i, the count
+The Durfee quantile search (docs/spec/SPEC_dppca.md §5.5b) needs, for each public grid point t_i, the count
 #{x_j < t_i} (strict). One pass over the data yields every count at once; the noisy search then
 runs on the driver over the count vector.
 """
@@ -43,7 +43,7 @@ def signed_count_below(
     """Counts for both sides of the two-sided Durfee quantile (Durfee 2023, Algorithm 4).
 
     Positive side: ``y = max(βx + β − 1, 0)``; negative side: ``y = max(−βx + β − 1, 0)``; each
-    counted below ``points`` (the grid β^i − 1, i = 1, 2, …) as SPEC_dppca.md §5.5b states.
+    counted below ``points`` (the grid β^i − 1, i = 1, 2, …) as docs/spec/SPEC_dppca.md §5.5b states.
     """
     values = np.asarray(values, dtype=np.float64)
     check_finite_block(values)

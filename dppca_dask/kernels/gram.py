@@ -1,7 +1,7 @@
 """Per-block kernel of the private-covariance data pass (NumPy only; no Dask, no randomness).
 
 The covariance estimators release functions of Σ(X) = XᵀX/n of the data *clipped* to public
-per-variable bounds [−B_j, B_j] (SPEC_covariance.md §2): clipping is part of the mechanism, so it
+per-variable bounds [−B_j, B_j] (docs/spec/SPEC_covariance.md §2): clipping is part of the mechanism, so it
 happens here, inside the pass, before any product is formed. Summed over row blocks
 (:func:`~dppca_dask.graph.passes.row_block_sum`) the block results give XᵀX and the column
 sums of the clipped data (PACE-GGM's optional mean entries) and, only when the caller opts in,

@@ -3,13 +3,13 @@
 A tile is a pair of row blocks (A, B). Its partial sum is Σ u uᵀ over the pairs it owns, with
 u = (b − a)/‖b − a‖: every (a, b) ∈ A × B for an off-diagonal tile, and the pairs i < j of A for
 a diagonal tile (``B is None``). Summed over the tiles I ≤ J and divided by the number of pairs it
-gives K̂ = 2/(n(n−1)) Σ_{i<j} u_ij u_ijᵀ (SPEC_dppca.md §4.1).
+gives K̂ = 2/(n(n−1)) Σ_{i<j} u_ij u_ijᵀ (docs/spec/SPEC_dppca.md §4.1).
 
 Two kernels with identical mathematics:
 
 * :func:`tile_reference` -- difference vectors, normalise, accumulate Uᵀ U; O(p²) per pair.
   Plain and obviously correct; ``cpp_option=False`` selects it.
-* :func:`tile_blas_unfused` -- the BLAS-3 rewrite of ARCHITECTURE.md §3, unfused (Gram →
+* :func:`tile_blas_unfused` -- the BLAS-3 rewrite of docs/spec/ARCHITECTURE.md §3, unfused (Gram →
   distances → reciprocals → sums → two GEMMs as separate NumPy steps over b×b temporaries); kept
   as the benchmark baseline and a second oracle. The fast path is the fused kernel of
   :mod:`dppca_dask.kernels.kendall_fused`. Mathematics: with w_ij = 1/‖a_i − b_j‖²:
@@ -44,7 +44,7 @@ DUPLICATE_SQ_THRESHOLD = float(np.finfo(np.float64).eps)  # ‖d‖ ≤ sqrt(eps
 _DUPLICATE_NORM = float(np.sqrt(DUPLICATE_SQ_THRESHOLD))
 NEAR_RATIO = 2.0**-10
 """Pairs with ‖a−b‖² ≤ NEAR_RATIO·(‖a‖²+‖b‖²) (after the shift) are recomputed exactly."""
-_NEAR_FLOOR = 1e-12
+NEAR_FLOOR = 1e-12
 """Absolute squared-distance floor below which a pair is always recomputed (covers duplicates
 among rows that all sit near the shift)."""
 
@@ -62,13 +62,13 @@ def check_finite_block(block: np.ndarray) -> None:
         raise InputError(f"{NONFINITE_MESSAGE} Got {bad} non-finite value(s) in a row block.")
 
 
-def _as_block(block: np.ndarray) -> np.ndarray:
+def as_block(block: np.ndarray) -> np.ndarray:
     out = np.ascontiguousarray(block, dtype=np.float64)
     check_finite_block(out)
     return out
 
 
-def _exact_pairs(b_rows: np.ndarray, a_rows: np.ndarray) -> np.ndarray:
+def exact_pairs(b_rows: np.ndarray, a_rows: np.ndarray) -> np.ndarray:
     """Σ u uᵀ over the pairs (a_rows[k], b_rows[k]) (broadcast), rejecting duplicates.
 
     Overflow-safe for any finite input: differences are taken of halved values (exact for normal
@@ -95,16 +95,16 @@ def tile_reference(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.ndarr
     >>> m, s.round(2).tolist()
     (1, [[0.36, 0.48], [0.48, 0.64]])
     """
-    a = _as_block(a)
+    a = as_block(a)
     p = a.shape[1]
     total = np.zeros((p, p))
     if b is None:
         for i in range(a.shape[0] - 1):
-            total += _exact_pairs(a[i + 1 :], a[i])
+            total += exact_pairs(a[i + 1 :], a[i])
         return total, a.shape[0] * (a.shape[0] - 1) // 2
-    b = _as_block(b)
+    b = as_block(b)
     for i in range(a.shape[0]):
-        total += _exact_pairs(b, a[i])
+        total += exact_pairs(b, a[i])
     return total, a.shape[0] * b.shape[0]
 
 
@@ -128,7 +128,7 @@ def _shift_and_scale(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
     Both steps are exact transformations of K̂ (translation and scale invariance; scaling by
     2^-e is exact for normal numbers). Returns the scaled blocks and the near-pair floor: the
-    duplicate threshold in scaled units (at least ``_NEAR_FLOOR``).
+    duplicate threshold in scaled units (at least ``NEAR_FLOOR``).
     """
     both = np.concatenate([a, b]) if a is not b else a
     shift = both.max(axis=0) * 0.5 + both.min(axis=0) * 0.5  # no overflow, inside the range
@@ -141,7 +141,7 @@ def _shift_and_scale(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarr
     sa = np.ldexp(sa, -exponent)
     sb = sa if b is a else np.ldexp(sb, -exponent)
     with np.errstate(over="ignore"):
-        floor = max(_NEAR_FLOOR, 4.0 * float(np.ldexp(DUPLICATE_SQ_THRESHOLD, -2 * exponent)))
+        floor = max(NEAR_FLOOR, 4.0 * float(np.ldexp(DUPLICATE_SQ_THRESHOLD, -2 * exponent)))
     return sa, sb, floor
 
 
@@ -155,9 +155,9 @@ def tile_blas_unfused(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.nd
     >>> bool(np.allclose(tile_blas_unfused(x)[0], tile_reference(x)[0], rtol=1e-12, atol=1e-13))
     True
     """
-    a = _as_block(a)
+    a = as_block(a)
     diagonal = b is None
-    b = a if b is None else _as_block(b)
+    b = a if b is None else as_block(b)
     sa, sb, floor = _shift_and_scale(a, b)
     na = np.einsum("ij,ij->i", sa, sa)
     nb = na if diagonal else np.einsum("ij,ij->i", sb, sb)
@@ -179,6 +179,6 @@ def tile_blas_unfused(a: np.ndarray, b: np.ndarray | None = None) -> tuple[np.nd
         count = a.shape[0] * b.shape[0]
     ii, jj = np.nonzero(near)
     if ii.size:
-        total += _exact_pairs(b[jj], a[ii])
+        total += exact_pairs(b[jj], a[ii])
     return (total + total.T) / 2.0, count
 

@@ -2,7 +2,7 @@
 
 Same contract and mathematics as :func:`~dppca_dask.kernels.kendall.tile_reference`: the partial
 sum Σ u uᵀ, u = (b − a)/‖b − a‖, over the pairs a tile owns, and the pair count. The BLAS-3
-rewrite of ARCHITECTURE.md §3 with w_ij = 1/‖a_i − b_j‖² is evaluated in *row panels* of
+rewrite of docs/spec/ARCHITECTURE.md §3 with w_ij = 1/‖a_i − b_j‖² is evaluated in *row panels* of
 ``PANEL_ROWS`` rows of A, so the only tile-sized temporary is one panel (e.g. 256 × 4096 float64
 = 8 MiB, which stays in cache) instead of several b × b matrices:
 
@@ -12,7 +12,7 @@ rewrite of ARCHITECTURE.md §3 with w_ij = 1/‖a_i − b_j‖² is evaluated in
 2. one fused pass (:func:`_weights_panel`, numba) over G that forms the squared distance
    ``d = ‖sa‖² + ‖sb‖² − 2 G``, checks it (a pair is *near* when ``d ≤ NEAR_RATIO (‖sa‖² + ‖sb‖²)
    + floor``, or ``d`` is not finite: its weight is set to 0 and it is recomputed exactly from its
-   difference vector by the reference kernel's ``_exact_pairs``, which also raises the
+   difference vector by the reference kernel's ``exact_pairs``, which also raises the
    duplicate-observation error, SPEC §4.2), overwrites G
    with the reciprocal weight and adds the column sums ``c = Wᵀ1``;
 3. ``[Sb | 1]ᵀ Wᵀ`` (BLAS): gives ``(W Sb)ᵀ`` and, from the column of ones, the row sums
@@ -38,11 +38,11 @@ import numba
 import numpy as np
 
 from dppca_dask.kernels.kendall import (
-    _NEAR_FLOOR,
     DUPLICATE_SQ_THRESHOLD,
+    NEAR_FLOOR,
     NEAR_RATIO,
-    _as_block,
-    _exact_pairs,
+    as_block,
+    exact_pairs,
 )
 
 __all__ = ["PANEL_ROWS", "tile_fused"]
@@ -86,7 +86,7 @@ def _shift_scale_into(a: np.ndarray, b: np.ndarray, diagonal: bool) -> tuple[np.
     if not diagonal:
         np.ldexp(sb, -exponent, out=sb)
     with np.errstate(over="ignore"):
-        floor = max(_NEAR_FLOOR, 4.0 * float(np.ldexp(DUPLICATE_SQ_THRESHOLD, -2 * exponent)))
+        floor = max(NEAR_FLOOR, 4.0 * float(np.ldexp(DUPLICATE_SQ_THRESHOLD, -2 * exponent)))
     return sa, sb, floor
 
 
@@ -145,9 +145,9 @@ def tile_fused(
     >>> m, bool(np.allclose(s, tile_reference(x)[0], rtol=0, atol=1e-12 * m))
     (435, True)
     """
-    a = _as_block(a)
+    a = as_block(a)
     diagonal = b is None
-    b = a if b is None else _as_block(b)
+    b = a if b is None else as_block(b)
     ra, p = a.shape
     rb = b.shape[0]
     count = ra * (ra - 1) // 2 if diagonal else ra * rb
@@ -190,5 +190,5 @@ def tile_fused(
     total -= m.T
     if near_a:
         ii, jj = np.concatenate(near_a), np.concatenate(near_b)
-        total += _exact_pairs(b[jj], a[ii])
+        total += exact_pairs(b[jj], a[ii])
     return (total + total.T) / 2.0, count

@@ -2,7 +2,7 @@
 
 Every function takes one row block of X (n_b × p) and small public arguments (the two released
 directions, public grids, the released frame) and returns exact integer counts, so that summing
-the blocks in any order gives the same answer (SPEC_dppca.md §6.1, §6.3, §6.5):
+the blocks in any order gives the same answer (docs/spec/SPEC_dppca.md §6.1, §6.3, §6.5):
 
 * :func:`project` -- the scores s_i = (x_iᵀv_a, x_iᵀv_b), summed over the variables in a fixed
   order so a row's score does not depend on how the rows are chunked;

@@ -3,7 +3,7 @@
 Every function takes one row block and small public arguments (the released directions, a
 public centre, public grids and levels) and returns a small exact aggregate -- per-component
 sums, or integer counts -- so that summing blocks gives the whole-data statistic
-(SPEC_dppca.md §5). Scores are computed by :func:`scores` with elementwise operations in column
+(docs/spec/SPEC_dppca.md §5). Scores are computed by :func:`scores` with elementwise operations in column
 order (no BLAS), so a row's score, and hence every count below, is bit-identical however the rows
 are chunked. Functions that depend on a row's position take the block's first global row index
 ``start`` (the PMWM half split, the Huber consecutive pairs).

@@ -16,7 +16,7 @@ import xarray as xr
 from dppca_dask._validation import bad_param
 from dppca_dask.errors import InputError
 from dppca_dask.io.data import DataSource
-from dppca_dask.pca.loading import _fit_loading
+from dppca_dask.pca.loading import fit_loading
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import LoadingResult
@@ -125,7 +125,7 @@ def release_directions(
     if supplied is not None:
         matrix, how = supplied
         return Directions(matrix, (prior_record(plan, how),), how), None
-    fit = _fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
+    fit = fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
                        non_private=non_private, rng_state=rng_state, block_rows=block_rows,
                        sensitivity=sensitivity)
     return Directions(np.asarray(fit.directions.values), fit.ledger, "dp_loading"), fit

@@ -1,6 +1,6 @@
 """The private frame of ``dp_score``: a released rectangle that holds (nearly) all scores.
 
-Two constructions (SPEC_dppca.md §6.3, §6.4):
+Two constructions (docs/spec/SPEC_dppca.md §6.3, §6.4):
 
 * ``"durfee"`` (recommended; pure ε-DP, no δ) -- per axis, the centre c is Durfee's unbounded
   two-sided median and the radius R the one-sided 0.995 quantile of |s − c|; each of the four

@@ -1,4 +1,4 @@
-"""The grid, the bin-count pass and the private histograms of ``dp_score`` (SPEC_dppca.md §6.5–6.7).
+"""The grid, the bin-count pass and the private histograms of ``dp_score`` (docs/spec/SPEC_dppca.md §6.5–6.7).
 
 * bins: ``(m_x, m_y)`` given, or the historical rule m = round((n/ln n)^{1/3}) on both axes from
   the public n ("J"; "W" is round(n^{1/4}));

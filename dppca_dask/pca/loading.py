@@ -1,6 +1,6 @@
 """Private PC directions: ``dp_loading`` and the exact spherical Kendall matrix.
 
-Follows ``seeds/dp_loading.txt`` and SPEC_dppca.md §4. Stages, in order:
+Follows ``docs/spec/seeds/dp_loading.txt`` and docs/spec/SPEC_dppca.md §4. Stages, in order:
 
 1. resolve the budget and calibrate the noise from public quantities (n, p, ε, δ) -- before any
    data pass, so a refused budget never touches data;
@@ -18,13 +18,13 @@ docs/design/kendall_blocks_sensitivity.md.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Any, Literal
+from typing import Any, cast
 
 import numpy as np
 import xarray as xr
 
+from dppca_dask._typing import Calibration, DataLike, Pairs, RngLike, Sensitivity
 from dppca_dask._validation import parse_bool, parse_choice, parse_int
 from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import (
@@ -37,8 +37,8 @@ from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.postprocess import align_signs, ordered_eigh
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
-from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
-from dppca_dask.privacy.mechanisms import gaussian_symmetric_matrix
+from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
+from dppca_dask.privacy.mechanisms import gaussian_calibration, gaussian_symmetric_matrix
 from dppca_dask.privacy.plan import Plan, planned
 from dppca_dask.results.base import LoadingResult, build_loading_result
 from dppca_dask.rng import as_rng
@@ -63,7 +63,7 @@ SENSITIVITIES: tuple[str, ...] = ("seed", "tight")
 def kendall_sensitivity(
     n: int,
     *,
-    pairs: str = "all",
+    pairs: Pairs = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
     bound: str = "seed",
 ) -> float:
@@ -79,7 +79,7 @@ def kendall_sensitivity(
     groups of :func:`~dppca_dask.graph.compute.pair_groups`, P = Σ_g b_g(b_g − 1)/2; one row
     moves only the b_g − 1 pair terms of its group, each by at most 2 in Frobenius norm. Equals
     4/n when the groups are equal and is never below it (docs/design/
-    kendall_blocks_sensitivity.md).
+    docs/design/kendall_blocks_sensitivity.md).
 
     Examples
     --------
@@ -96,8 +96,8 @@ def kendall_sensitivity(
     return term * (max(sizes) - 1) / total
 
 
-def _parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[str, int]:
-    pairs = parse_choice(pairs, "pairs", owner, PAIRS)
+def _parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[Pairs, int]:
+    pairs = cast(Pairs, parse_choice(pairs, "pairs", owner, PAIRS))
     pair_block = parse_int(pair_block, "pair_block", owner, low=2)
     return pairs, pair_block
 
@@ -111,11 +111,11 @@ def _kendall_from_parts(parts: tuple[np.ndarray, int], expected: int) -> np.ndar
 
 
 def spherical_kendall(
-    X: Any,
+    X: DataLike,
     *,
     cpp_option: bool = True,
     block_rows: int | None = None,
-    pairs: Literal["all", "blocks"] = "all",
+    pairs: Pairs = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> xr.DataArray:
     """The exact (non-private) spherical Kendall matrix K̂ = 2/(n(n−1)) Σ_{i<j} u_ij u_ijᵀ.
@@ -147,7 +147,7 @@ def spherical_kendall(
     Raises
     ------
     DuplicateObservationError
-        If two observations coincide (SPEC_dppca.md §4.2).
+        If two observations coincide (docs/spec/SPEC_dppca.md §4.2).
 
     Examples
     --------
@@ -176,17 +176,17 @@ def spherical_kendall(
 
 
 def dp_loading(
-    X: Any,
+    X: DataLike,
     *,
-    privacy: Any,
+    privacy: PrivacyControl,
     cpp_option: bool = True,
     non_private: bool = False,
-    calibration: Literal["classical", "analytic"] = "classical",
-    rng: Any = None,
+    calibration: Calibration = "classical",
+    rng: RngLike = None,
     block_rows: int | None = None,
-    pairs: Literal["all", "blocks"] = "all",
+    pairs: Pairs = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
-    sensitivity: Literal["seed", "tight"] = "seed",
+    sensitivity: Sensitivity = "seed",
 ) -> LoadingResult:
     """Estimate differentially private PC directions from a noisy spherical Kendall matrix.
 
@@ -259,19 +259,19 @@ def dp_loading(
     cpp_option = parse_bool(cpp_option, "cpp_option", owner)
     non_private = parse_bool(non_private, "non_private", owner)
     calibration = parse_choice(calibration, "calibration", owner, CALIBRATIONS)  # type: ignore[assignment]
-    pairs, pair_block = _parse_pairs(pairs, pair_block, owner)  # type: ignore[assignment]
+    pairs, pair_block = _parse_pairs(pairs, pair_block, owner)
     sensitivity = parse_choice(sensitivity, "sensitivity", owner, SENSITIVITIES)  # type: ignore[assignment]
     plan = resolve_budget(privacy, owner=owner)
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner)
-    return _fit_loading(
+    return fit_loading(
         source, plan, calibration=calibration, cpp_option=cpp_option, non_private=non_private,
         rng_state=state, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
         sensitivity=sensitivity,
     )
 
 
-def _fit_loading(
+def fit_loading(
     source: DataSource,
     plan: BudgetPlan,
     *,
@@ -280,7 +280,7 @@ def _fit_loading(
     non_private: bool,
     rng_state: Any,
     block_rows: int | None,
-    pairs: str = "all",
+    pairs: Pairs = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
     sensitivity: str = "seed",
 ) -> LoadingResult:
@@ -293,28 +293,23 @@ def _fit_loading(
         source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
         reread="auto" if source.origin == "zarr" else False,
     )
+    derivation: list[str] = []  # public: how the sensitivity was derived (recorded)
+    if bound == "tight":
+        derivation.append("sensitivity='tight': sqrt(2) per pair term "
+                     "(docs/design/kendall_sensitivity.md)")
+    if pairs == "blocks":
+        sizes = layout.block_sizes
+        derivation.append(f"pairs='blocks': {len(sizes)} groups of consecutive rows "
+                     f"({min(sizes)} to {max(sizes)} rows, pair_block={pair_block}), "
+                     f"{layout.n_pairs} within-group pairs P, sensitivity 2*(max group size - "
+                     "1)/P (docs/design/kendall_blocks_sensitivity.md)")
     lazy = [graph, moments(source.array)] if non_private else [graph]
     computed = run(once(*lazy))
     k = _kendall_from_parts(computed[0], layout.n_pairs)
     release = gaussian_symmetric_matrix(
         k, sensitivity=sensitivity_value, budget=budget, calibration=calibration,
-        rng=rng_state.generator, component="loading",
+        rng=rng_state.generator, component="loading", basis="; ".join(derivation),
     )
-    if bound == "tight":
-        release = dataclasses.replace(release, record=dataclasses.replace(
-            release.record, note=f"{release.record.note}; sensitivity='tight': sqrt(2) per "
-            "pair term (docs/design/kendall_sensitivity.md)"))
-    if pairs == "blocks":
-        sizes = layout.block_sizes
-        note = (
-            f"{release.record.note}; pairs='blocks': {len(sizes)} groups of consecutive rows "
-            f"({min(sizes)} to {max(sizes)} rows, pair_block={pair_block}), "
-            f"{layout.n_pairs} within-group pairs P, sensitivity 2*(max group size - 1)/P "
-            "(docs/design/kendall_blocks_sensitivity.md)"
-        )
-        release = dataclasses.replace(
-            release, record=dataclasses.replace(release.record, note=note)
-        )
     _, directions = ordered_eigh(release.value)
     reference = None
     if non_private:
@@ -340,13 +335,23 @@ def _fit_loading(
     )
 
 
-def loading_records(budget: BudgetPlan, *, calibration: str) -> tuple[SpendRecord, ...]:
-    """The loading stage's planned ledger: one symmetric-matrix Gaussian with the allocation."""
+def loading_records(n: int, p: int, budget: BudgetPlan, *, calibration: str,
+                    pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK,
+                    sensitivity: str = "seed") -> tuple[SpendRecord, ...]:
+    """The loading stage's planned ledger: one symmetric-matrix Gaussian with the allocation,
+    its grid-inflated Frobenius sensitivity and its diagonal noise sd (all public)."""
     spend = budget.spend("loading")
+    cal = gaussian_calibration(
+        kendall_sensitivity(n, pairs=pairs, pair_block=pair_block, bound=sensitivity),
+        p * (p + 1) // 2, spend, calibration)
     return (planned("loading", "gaussian_symmetric_matrix", spend.eps, spend.delta,
-                    noise="gaussian", calibration=calibration),)
+                    noise="gaussian", calibration=calibration, sensitivity=cal["sensitivity"],
+                    sensitivity_norm="frobenius", scale=cal["scale"]),)
 
 
-def plan_loading(budget: BudgetPlan, *, calibration: str = "classical") -> Plan:
-    """What ``dp_loading`` spends (from the budget alone) and its one Kendall pass."""
-    return Plan(loading_records(budget, calibration=calibration), passes=1)
+def plan_loading(n: int, p: int, budget: BudgetPlan, *, calibration: str = "classical",
+                 pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK,
+                 sensitivity: str = "seed") -> Plan:
+    """What ``dp_loading`` spends and its one Kendall pass, from public quantities only."""
+    return Plan(loading_records(n, p, budget, calibration=calibration, pairs=pairs,
+                                pair_block=pair_block, sensitivity=sensitivity), passes=1)

@@ -1,4 +1,4 @@
-"""Private PCA end to end: ``dp_pca`` (SPEC_dppca.md §8; seeds/privacy_control.txt).
+"""Private PCA end to end: ``dp_pca`` (docs/spec/SPEC_dppca.md §8; docs/spec/seeds/privacy_control.txt).
 
 One budget, shared directions: the loading release is made once (or a supplied ``V_dp`` is
 recorded as a prior release) and both the scree and the score stages use it.
@@ -34,11 +34,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from dppca_dask._typing import (
+    Calibration,
+    DataLike,
+    FrameMethod,
+    RngLike,
+    ScoreMethod,
+    ScreeMethod,
+    Sensitivity,
+)
 from dppca_dask._validation import parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
 from dppca_dask.graph.rounds import gather, run
@@ -57,8 +66,8 @@ from dppca_dask.pca.histograms import parse_methods as parse_score_methods
 from dppca_dask.pca.loading import SENSITIVITIES, loading_records
 from dppca_dask.pca.score import score_records, score_rounds, score_stage
 from dppca_dask.pca.scree import (
-    _parse_center,
     check_scree_args,
+    parse_center,
     resolve_k,
     scree_records,
     scree_rounds,
@@ -67,9 +76,9 @@ from dppca_dask.pca.scree import (
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
-from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
+from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.plan import Plan
-from dppca_dask.results.base import LoadingResult, _freeze, _labels, base_metadata
+from dppca_dask.results.base import LoadingResult, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.pca import PCAResult, build_pca_result
 from dppca_dask.rng import RngState, as_rng
 
@@ -111,33 +120,33 @@ def _supplied_loading(v: np.ndarray, source: DataSource, plan: BudgetPlan, calib
         {"directions": (("variable", "component"), v,
                         {"private": 1, "description": "supplied private PC directions (V_dp, "
                          "an earlier release)"})},
-        coords={"variable": _labels(source.variables), "component": _labels(comps)},
+        coords={"variable": coord_labels(source.variables), "component": coord_labels(comps)},
         attrs={"title": "dppca_dask: differentially private PC directions (supplied)",
                "dppca_kind": "loading", "dppca_metadata": json.dumps(meta)})
-    return LoadingResult(_freeze(ds))
+    return LoadingResult(freeze_dataset(ds))
 
 
 def dp_pca(
-    X: Any,
+    X: DataLike,
     *,
-    privacy: Any,
+    privacy: PrivacyControl,
     k: int | None = None,
-    scree_method: str | Sequence[str] = "clipped",
+    scree_method: ScreeMethod | Sequence[ScreeMethod] = "clipped",
     scree_control: Any = None,
     bins: int | Sequence[int] | None = None,
-    score_method: str | Sequence[str] = ("add",),
+    score_method: ScoreMethod | Sequence[ScoreMethod] = ("add",),
     axes: Sequence[int] = (1, 2),
     group: Any = None,
     V_dp: Any = None,
     mono: bool = True,
     cpp_option: bool = True,
     non_private: bool = False,
-    calibration: Literal["classical", "analytic"] = "classical",
-    rng: Any = None,
+    calibration: Calibration = "classical",
+    rng: RngLike = None,
     center: Any = "private",
-    frame: Literal["durfee", "smooth"] = "durfee",
+    frame: FrameMethod = "durfee",
     block_rows: int | None = None,
-    sensitivity: Literal["seed", "tight"] = "seed",
+    sensitivity: Sensitivity = "seed",
 ) -> PCAResult:
     """Differentially private PCA: directions, scree values/PVE and score histograms at once.
 
@@ -223,19 +232,19 @@ def dp_pca(
     non_private = parse_bool(non_private, "non_private", _OWNER)
     calibration = parse_choice(calibration, "calibration", _OWNER, CALIBRATIONS)  # type: ignore[assignment]
     frame = parse_choice(frame, "frame", _OWNER, FRAME_METHODS)  # type: ignore[assignment]
-    centering = _parse_center(center)
+    centering = parse_center(center)
     sensitivity = parse_choice(sensitivity, "sensitivity", _OWNER, SENSITIVITIES)  # type: ignore[assignment]
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_cols=2, group=group)
-    return _fit_pca(source, plan, k=k, scree_methods=scree_methods, controls=controls,
+    return fit_pca(source, plan, k=k, scree_methods=scree_methods, controls=controls,
                     bins=bins, hist_methods=hist_methods, axes=axes, V_dp=V_dp, mono=mono,
                     cpp_option=cpp_option, non_private=non_private, calibration=calibration,
                     rng_state=state, center=centering, frame=frame, block_rows=block_rows,
                     sensitivity=sensitivity)
 
 
-def _fit_pca(
+def fit_pca(
     source: DataSource,
     plan: BudgetPlan,
     *,
@@ -317,22 +326,23 @@ def plan_pca(n: int, p: int, budget: BudgetPlan, *, k: int | None = None,
              scree_methods: Sequence[str] = ("clipped",), controls: dict[str, Any] | None = None,
              score_methods: Sequence[str] = ("add",), center: Any = "private",
              frame: str = "durfee", supplied: tuple[np.ndarray, str] | None = None,
-             calibration: str = "classical") -> Plan:
+             calibration: str = "classical", sensitivity: str = "seed") -> Plan:
     """What ``dp_pca`` spends and how often it reads X, from public quantities only.
 
     The records are the fit's ledger: the loading release (or the supplied V_dp's prior
     record), the scree stage's and the score stage's mechanisms.
     """
     controls = resolve_controls(tuple(scree_methods), controls, owner=_OWNER)
-    center = center if isinstance(center, np.ndarray) else _parse_center(center)
+    center = center if isinstance(center, np.ndarray) else parse_center(center)
     k = resolve_k(k, p, supplied, _OWNER)
     check_scree_args(n, p, scree_methods, center, _OWNER)
-    head = (loading_records(budget, calibration=calibration) if supplied is None
-            else (prior_record(budget, supplied[1]),))
+    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity)
+            if supplied is None else (prior_record(budget, supplied[1]),))
     records = [*head,
                *scree_records(n, budget, methods=scree_methods, controls=controls, k=k,
-                              center=center),
-               *score_records(budget, methods=score_methods, frame=frame)]
+                              center=center, calibration=calibration),
+               *score_records(budget, methods=score_methods, frame=frame,
+                              calibration=calibration)]
     passes = (supplied is None) + max(scree_rounds(scree_methods, controls, n, center),
                                       score_rounds(frame))
     return Plan(tuple(records), passes=passes)

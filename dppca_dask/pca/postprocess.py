@@ -1,6 +1,6 @@
 """Post-processing of released values: free under differential privacy, no budget, no data.
 
-Eigen-decomposition with ordering by decreasing eigenvalue (SPEC_dppca.md §4.4), sign
+Eigen-decomposition with ordering by decreasing eigenvalue (docs/spec/SPEC_dppca.md §4.4), sign
 alignment of a non-private reference basis (§4.5), and the scree post-processing of §5.1:
 monotone (PAVA) smoothing and proportions of variance explained.
 """
@@ -50,7 +50,7 @@ def align_signs(basis: np.ndarray, reference: np.ndarray) -> np.ndarray:
 def pava_nonincreasing(values: np.ndarray) -> np.ndarray:
     """Least-squares non-increasing fit with equal weights (pool adjacent violators).
 
-    R's ``-isoreg(seq_along(x), -x)$yf`` (SPEC_dppca.md §5.1, §16).
+    R's ``-isoreg(seq_along(x), -x)$yf`` (docs/spec/SPEC_dppca.md §5.1, §16).
 
     Examples
     --------

@@ -1,6 +1,6 @@
 """Synthetic score points from a released histogram: ``sampling_control`` and the sampler.
 
-Follows ``seeds/sampling_control.txt`` and SPEC_dppca.md §7. Sampling reads only released
+Follows ``docs/spec/seeds/sampling_control.txt`` and docs/spec/SPEC_dppca.md §7. Sampling reads only released
 probabilities and the public bin geometry, so it is post-processing: it spends no budget and may
 use any generator. For each requested method, S cells are drawn J ~ Categorical(p); "center"
 starts at the cell centre, "uniform" at a uniform point of the cell; then Gaussian jitter with
@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from dppca_dask._rformat import format_r_named, format_r_scalar
 from dppca_dask._validation import bad_param, parse_int
@@ -201,7 +202,7 @@ def as_sampling_control(value: Any, owner: str) -> SamplingControl:
     raise bad_param("sampling", owner, "a SamplingControl made by sampling_control()", value)
 
 
-def allocate_sizes(total: int, weights: Sequence[float], *, warn: bool = True) -> np.ndarray:
+def allocate_sizes(total: int, weights: ArrayLike, *, warn: bool = True) -> np.ndarray:
     """Split ``total`` over groups in proportion to ``weights`` (largest-remainder rule).
 
     raw = S·w_g/Σw; each group gets ⌊raw⌋, and the remainder goes one each to the largest
@@ -246,7 +247,7 @@ def _jitter(rng: Any, scale: float, size: int) -> np.ndarray:
     return np.asarray(rng.normal(0.0, scale, size=size), dtype=np.float64).reshape(-1)
 
 
-def _sample_cells(
+def sample_cells(
     probability: np.ndarray, x_breaks: np.ndarray, y_breaks: np.ndarray, *,
     methods: Sequence[str], bandwidth: Mapping[str, float], size: int, rng: Any,
 ) -> dict[str, pd.DataFrame]:
@@ -302,7 +303,7 @@ def sample_histogram(
     size: int | None = None,
     rng: Any = None,
 ) -> dict[str, pd.DataFrame]:
-    """Draw synthetic points from one 2-D histogram (post-processing; SPEC_dppca.md §7.2).
+    """Draw synthetic points from one 2-D histogram (post-processing; docs/spec/SPEC_dppca.md §7.2).
 
     Parameters
     ----------
@@ -345,5 +346,5 @@ def sample_histogram(
         raise bad_param("probability", owner, "a 2-D array of shape (len(y_breaks) - 1, "
                         "len(x_breaks) - 1)", f"shape {prob.shape}")
     gen = as_rng(rng, owner=owner).generator
-    return _sample_cells(prob, xb, yb, methods=control.method, bandwidth=control.bandwidth,
+    return sample_cells(prob, xb, yb, methods=control.method, bandwidth=control.bandwidth,
                          size=n_points, rng=gen)

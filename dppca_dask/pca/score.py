@@ -1,4 +1,4 @@
-"""Private PC score summaries: ``dp_score`` (SPEC_dppca.md §6).
+"""Private PC score summaries: ``dp_score`` (docs/spec/SPEC_dppca.md §6).
 
 Stages, in order:
 
@@ -16,13 +16,15 @@ Stages, in order:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from dppca_dask._typing import Calibration, DataLike, FrameMethod, RngLike, ScoreMethod, Sensitivity
 from dppca_dask._validation import parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
 from dppca_dask.graph.rounds import Stage, run
@@ -45,10 +47,12 @@ from dppca_dask.pca.histograms import (
     release_histograms,
 )
 from dppca_dask.pca.loading import SENSITIVITIES, loading_records
+from dppca_dask.pca.scree_methods import search_record
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
-from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
+from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
+from dppca_dask.privacy.mechanisms import histogram_noise_sigma
 from dppca_dask.privacy.plan import Plan, planned
-from dppca_dask.results.base import _freeze, _labels, base_metadata
+from dppca_dask.results.base import base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.score import ScoreResult
 from dppca_dask.rng import RngState, as_rng
 
@@ -65,21 +69,21 @@ FRAME_SHARE = 0.35
 """Share of the score ε spent on the private frame; the histogram gets the rest and all of δ."""
 
 def dp_score(
-    X: Any,
+    X: DataLike,
     *,
-    privacy: Any,
+    privacy: PrivacyControl,
     axes: Sequence[int] = (1, 2),
     bins: int | Sequence[int] | None = None,
-    method: str | Sequence[str] = ("add",),
+    method: ScoreMethod | Sequence[ScoreMethod] = ("add",),
     group: Any = None,
     V_dp: Any = None,
-    frame: Literal["durfee", "smooth"] = "durfee",
+    frame: FrameMethod = "durfee",
     cpp_option: bool = True,
     non_private: bool = False,
-    calibration: Literal["classical", "analytic"] = "classical",
-    rng: Any = None,
+    calibration: Calibration = "classical",
+    rng: RngLike = None,
     block_rows: int | None = None,
-    sensitivity: Literal["seed", "tight"] = "seed",
+    sensitivity: Sensitivity = "seed",
 ) -> ScoreResult:
     """Differentially private 2-D histograms of PC scores inside a private frame.
 
@@ -170,13 +174,13 @@ def dp_score(
     plan = resolve_budget(privacy, owner=owner, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner, min_cols=2, group=group)
-    return _fit_score(source, plan, axes=axes, bins=bins, methods=methods, V_dp=V_dp,
+    return fit_score(source, plan, axes=axes, bins=bins, methods=methods, V_dp=V_dp,
                       frame=frame, cpp_option=cpp_option, non_private=non_private,
                       calibration=calibration, rng_state=state, block_rows=block_rows,
                       sensitivity=sensitivity)
 
 
-def _fit_score(
+def fit_score(
     source: DataSource,
     plan: BudgetPlan,
     *,
@@ -299,17 +303,17 @@ def _build_result(
     prob = hist.probability if grouped else hist.probability[:, 0]
     total = hist.total if grouped else hist.total[:, 0]
     coords: dict[str, Any] = {
-        "method": _labels(hist.methods),
+        "method": coord_labels(hist.methods),
         "x_bin": np.arange(bins[0]), "y_bin": np.arange(bins[1]),
         **{f"{a}_{side}": (f"{a}_bin", edges, _private(f"{side} {a} edge of each bin (from the "
                                                        "private frame)"))
            for a, br in (("x", x_breaks), ("y", y_breaks))
            for side, edges in (("lower", br[:-1]), ("upper", br[1:]))},
-        "axis": _labels(["x", "y"]), "axis_label": ("axis", _labels(labels)),
-        "variable": _labels(source.variables),
+        "axis": coord_labels(["x", "y"]), "axis_label": ("axis", coord_labels(labels)),
+        "variable": coord_labels(source.variables),
     }
     if grouped:
-        coords["group"] = _labels(levels)
+        coords["group"] = coord_labels(levels)
     data_vars: dict[str, Any] = {
         "probability": (("method", *gdims, *cells), prob,
                         _private("released cell probabilities (each histogram sums to 1; a "
@@ -340,7 +344,7 @@ def _build_result(
         data_vars["observed_score"] = (("observation", "axis"), observed,
                                        _reference("observed scores on the private directions"))
         if grouped:
-            data_vars["observed_group"] = (("observation",), _labels(np.asarray(levels)[codes]),
+            data_vars["observed_group"] = (("observation",), coord_labels(np.asarray(levels)[codes]),
                                            _reference("group label of each observed score"))
     meta = base_metadata(
         kind="score", n=source.n, p=source.p, plan=plan, ledger=ledger, calibration=calibration,
@@ -352,15 +356,15 @@ def _build_result(
     ds = xr.Dataset(data_vars, coords=coords, attrs={
         "title": "dppca_dask: differentially private PC score histograms",
         "dppca_kind": "score", "dppca_metadata": json.dumps(meta)})
-    return ScoreResult(_freeze(ds))
+    return ScoreResult(freeze_dataset(ds))
 
 
 
 _HISTOGRAM_MECHANISMS = {"add": "gaussian_histogram", "sparse": "stability_histogram"}
 
 
-def score_records(budget: BudgetPlan, *, methods: Sequence[str],
-                  frame: str) -> list[SpendRecord]:
+def score_records(budget: BudgetPlan, *, methods: Sequence[str], frame: str,
+                  calibration: str = "classical") -> list[SpendRecord]:
     """The score stage's planned records: the frame's searches, then one per histogram method
     (groups are disjoint: parallel composition, one record each)."""
     score_budget = budget.spend("score")
@@ -368,8 +372,8 @@ def score_records(budget: BudgetPlan, *, methods: Sequence[str],
     out: list[SpendRecord] = []
     if frame == "durfee":
         each = frame_eps / 4.0
-        out += [planned("score", "durfee_above_threshold", each / 2) for _ in range(4)]
-        out += [planned("score", "durfee_above_threshold", each) for _ in range(2)]
+        out += [search_record(each / 2, "score") for _ in range(4)]  # centres: 2 sides each
+        out += [search_record(each, "score") for _ in range(2)]  # radii
         frame_delta = 0.0
     else:
         frame_delta = FRAME_SHARE * score_budget.delta
@@ -377,8 +381,13 @@ def score_records(budget: BudgetPlan, *, methods: Sequence[str],
         out += [planned("score", "smooth_sensitivity_laplace", third.eps, third.delta)
                 for _ in range(3)]
     hist = PrivacyBudget((1 - FRAME_SHARE) * score_budget.eps, score_budget.delta - frame_delta)
-    out += [planned("score", _HISTOGRAM_MECHANISMS[m], hist.eps, hist.delta)
-            for m in HISTOGRAM_METHODS if m in methods]
+    for m in HISTOGRAM_METHODS:
+        if m == "add" and m in methods:  # counts: L2 sensitivity sqrt(2), exact integer noise
+            out.append(planned("score", "gaussian_histogram", hist.eps, hist.delta,
+                               sensitivity=math.sqrt(2.0),
+                               scale=histogram_noise_sigma(hist, calibration)))
+        elif m in methods:
+            out.append(planned("score", _HISTOGRAM_MECHANISMS[m], hist.eps, hist.delta))
     return out
 
 
@@ -388,11 +397,12 @@ def score_rounds(frame: str) -> int:
     return 3 if frame == "durfee" else 2
 
 
-def plan_score(budget: BudgetPlan, *, methods: Sequence[str] = ("add",), frame: str = "durfee",
-               supplied: tuple[np.ndarray, str] | None = None,
-               calibration: str = "classical") -> Plan:
+def plan_score(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str] = ("add",),
+               frame: str = "durfee", supplied: tuple[np.ndarray, str] | None = None,
+               calibration: str = "classical", sensitivity: str = "seed") -> Plan:
     """What ``dp_score`` spends and how often it reads X, from public quantities only."""
-    head = (loading_records(budget, calibration=calibration) if supplied is None
-            else (prior_record(budget, supplied[1]),))
-    records = [*head, *score_records(budget, methods=methods, frame=frame)]
+    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity)
+            if supplied is None else (prior_record(budget, supplied[1]),))
+    records = [*head, *score_records(budget, methods=methods, frame=frame,
+                                     calibration=calibration)]
     return Plan(tuple(records), passes=(supplied is None) + score_rounds(frame))

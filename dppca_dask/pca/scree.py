@@ -1,4 +1,4 @@
-"""Private scree values and PVE: ``dp_scree`` (SPEC_dppca.md §5; seeds/privacy_control.txt).
+"""Private scree values and PVE: ``dp_scree`` (docs/spec/SPEC_dppca.md §5; docs/spec/seeds/privacy_control.txt).
 
 Stages, in order:
 
@@ -22,10 +22,11 @@ together needs composition -- the ledger records every call.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
+from dppca_dask._typing import Calibration, DataLike, RngLike, ScreeMethod, Sensitivity
 from dppca_dask._validation import bad_param, parse_bool, parse_choice, parse_int
 from dppca_dask.errors import ParameterError
 from dppca_dask.graph.compute import moments
@@ -47,7 +48,7 @@ from dppca_dask.pca.scree_methods import (
     private_center,
 )
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
-from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
+from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.scree import ScreeResult, build_scree_result
 from dppca_dask.rng import RngState, as_rng
@@ -68,7 +69,7 @@ DEFAULT_MAX_K = 10
 _OWNER = "dp_scree"
 
 
-def _parse_center(center: Any) -> str | np.ndarray:
+def parse_center(center: Any) -> str | np.ndarray:
     rule = ("'private', 'empirical', or finite public constants (a number or one per "
             "variable)")
     if isinstance(center, str):
@@ -94,25 +95,25 @@ def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def dp_scree(
-    X: Any,
+    X: DataLike,
     *,
-    privacy: Any,
+    privacy: PrivacyControl,
     k: int | None = None,
-    method: str | Sequence[str] = "clipped",
+    method: ScreeMethod | Sequence[ScreeMethod] = "clipped",
     control: Any = None,
     V_dp: Any = None,
     mono: bool = True,
     cpp_option: bool = True,
     non_private: bool = False,
-    calibration: Literal["classical", "analytic"] = "classical",
-    rng: Any = None,
+    calibration: Calibration = "classical",
+    rng: RngLike = None,
     center: Any = "private",
-    sensitivity: Literal["seed", "tight"] = "seed",
+    sensitivity: Sensitivity = "seed",
 ) -> ScreeResult:
     """Differentially private scree values (variances along private PC directions) and PVE.
 
     For each of the first k directions v_ℓ, the scores y = Xv_ℓ give w_i = (y_i − c_ℓ)² and
-    λ_ℓ = (n/(n−1))·mean(w); each method privately estimates mean(w) (SPEC_dppca.md §5):
+    λ_ℓ = (n/(n−1))·mean(w); each method privately estimates mean(w) (docs/spec/SPEC_dppca.md §5):
 
     * ``"clipped"`` -- Gaussian mechanism on mean(min(w, C_clip)), Δ = C_clip/(n−1);
     * ``"pmwm"`` -- private modified winsorized mean: Durfee quantile cut-offs, then a noisy
@@ -195,18 +196,18 @@ def dp_scree(
     cpp_option = parse_bool(cpp_option, "cpp_option", _OWNER)
     non_private = parse_bool(non_private, "non_private", _OWNER)
     calibration = parse_choice(calibration, "calibration", _OWNER, CALIBRATIONS)  # type: ignore[assignment]
-    centering = _parse_center(center)
+    centering = parse_center(center)
     sensitivity = parse_choice(sensitivity, "sensitivity", _OWNER, SENSITIVITIES)  # type: ignore[assignment]
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER)
-    return _fit_scree(source, plan, methods=methods, controls=controls, k=k, V_dp=V_dp,
+    return fit_scree(source, plan, methods=methods, controls=controls, k=k, V_dp=V_dp,
                       mono=mono, cpp_option=cpp_option, non_private=non_private,
                       calibration=calibration, rng_state=state, center=centering,
                       sensitivity=sensitivity)
 
 
-def _fit_scree(
+def fit_scree(
     source: DataSource,
     plan: BudgetPlan,
     *,
@@ -291,7 +292,7 @@ def scree_stage(
     method_budget = scree_budget.scaled(1.0 - share)
     ledger = list(released.records)
     ctx = Context(n=n, k=k, calibration=calibration, rng=rng_state.generator, ledger=ledger)
-    extras = (moments(source.array),) if non_private else ()
+    extras: tuple[Any, ...] = (moments(source.array),) if non_private else ()
     correction = 0.0
     center_details: dict[str, Any] = {}
     passes = 0
@@ -380,8 +381,8 @@ def scree_rounds(methods: Sequence[str], controls: dict[str, Any], n: int,
 
 
 def scree_records(n: int, budget: BudgetPlan, *, methods: Sequence[str],
-                  controls: dict[str, Any], k: int,
-                  center: str | np.ndarray) -> list[SpendRecord]:
+                  controls: dict[str, Any], k: int, center: str | np.ndarray,
+                  calibration: str = "classical") -> list[SpendRecord]:
     """The scree stage's planned records (centre once, then each method's), public inputs only."""
     scree_budget = budget.spend("scree")
     private = isinstance(center, str) and center == "private"
@@ -389,25 +390,25 @@ def scree_records(n: int, budget: BudgetPlan, *, methods: Sequence[str],
     out = center_records(scree_budget.scaled(share)) if private else []
     method_budget = scree_budget.scaled(1.0 - share)
     for m in methods:
-        out += method_records(m, n, k, controls[m], method_budget)
+        out += method_records(m, n, k, controls[m], method_budget, calibration)
     return out
 
 
 def plan_scree(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str],
                controls: dict[str, Any], k: int | None = None, center: Any = "private",
                supplied: tuple[np.ndarray, str] | None = None,
-               calibration: str = "classical") -> Plan:
+               calibration: str = "classical", sensitivity: str = "seed") -> Plan:
     """What ``dp_scree`` spends and how often it reads X, from public quantities only.
 
     ``supplied``: the parsed ``V_dp`` (:func:`~dppca_dask.pca.directions.parse_v_dp`), whose
     loading allocation is then a prior record.
     """
-    center = center if isinstance(center, np.ndarray) else _parse_center(center)
+    center = center if isinstance(center, np.ndarray) else parse_center(center)
     k = resolve_k(k, p, supplied, _OWNER)
     check_scree_args(n, p, methods, center, _OWNER)
-    head = (loading_records(budget, calibration=calibration) if supplied is None
-            else (prior_record(budget, supplied[1]),))
+    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity)
+            if supplied is None else (prior_record(budget, supplied[1]),))
     records = [*head, *scree_records(n, budget, methods=methods, controls=controls, k=k,
-                                     center=center)]
+                                     center=center, calibration=calibration)]
     return Plan(tuple(records), passes=(supplied is None) + scree_rounds(methods, controls, n,
                                                                           center))

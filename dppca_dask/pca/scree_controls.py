@@ -1,4 +1,4 @@
-"""Control objects of the three private scree mechanisms and their validation (SPEC_dppca.md §5.2–5.4).
+"""Control objects of the three private scree mechanisms and their validation (docs/spec/SPEC_dppca.md §5.2–5.4).
 
 ``clipped_control``, ``pmwm_control`` and ``huber_control`` keep the R package's names and rules.
 The parameters without defaults are data-scale choices the user must make deliberately (they are
@@ -13,7 +13,7 @@ as a plain dict is validated by the same constructor.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -163,7 +163,8 @@ class HuberControl:
 
 
 Control = ClippedControl | PMWMControl | HuberControl
-_TYPES: dict[str, type] = {"clipped": ClippedControl, "pmwm": PMWMControl, "huber": HuberControl}
+_TYPES: dict[str, type[Control]] = {"clipped": ClippedControl, "pmwm": PMWMControl,
+                                    "huber": HuberControl}
 
 
 def clipped_control(C_clip: float = _MISSING) -> ClippedControl:
@@ -248,7 +249,8 @@ def huber_control(
     return HuberControl(k_min_m2, k_max_m2, m2_frac, mu0, eta0, T, M)  # validated by the type
 
 
-_CONSTRUCTORS = {"clipped": clipped_control, "pmwm": pmwm_control, "huber": huber_control}
+_CONSTRUCTORS: dict[str, Callable[..., Control]] = {
+    "clipped": clipped_control, "pmwm": pmwm_control, "huber": huber_control}
 
 
 def parse_methods(method: Any, owner: str = "dp_scree") -> tuple[str, ...]:

@@ -22,7 +22,7 @@ distances to the current centre.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ from dppca_dask.graph.scree_passes import Request, pair_block_bounds
 from dppca_dask.pca.scree_controls import ClippedControl, Control, HuberControl, PMWMControl
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import PrivacyBudget
-from dppca_dask.privacy.mechanisms import gaussian_release, laplace_release
+from dppca_dask.privacy.mechanisms import gaussian_calibration, gaussian_release, laplace_release
 from dppca_dask.privacy.plan import planned
 from dppca_dask.privacy.quantiles import (
     DEFAULT_MAX_STEPS,
@@ -48,6 +48,7 @@ __all__ = [
     "RADIUS_SHARE",
     "Context",
     "center_records",
+    "search_record",
     "clipped_scree",
     "method_records",
     "ask",
@@ -150,7 +151,9 @@ def private_center(ctx: Context, budget: PrivacyBudget) -> Procedure:
                                    label=f"centre round {j}: ball-clipped mean")
         m = m + ctx.keep(release)
         estimates.append(m)
-        weights.append(1.0 / release.record.scale**2 if release.record.scale > 0 else np.inf)
+        sd = release.record.scale
+        assert sd is not None  # a Gaussian release always records its noise sd
+        weights.append(1.0 / sd**2 if sd > 0 else np.inf)
     # Both rounds estimate the same mean with independent noise: combine them by inverse variance
     # (post-processing). The result's per-coordinate noise variance is 1/Σ(1/σ_j²).
     if np.isinf(weights).any():
@@ -320,30 +323,38 @@ def huber_scree(
     return values, {"m2": m2s, "tau": tau[list(comps)].tolist(), "T": steps, "M": blocks}
 
 
-PROCEDURES = {"clipped": clipped_scree, "pmwm": pmwm_scree, "huber": huber_scree}
+PROCEDURES: dict[str, Callable[..., Procedure]] = {
+    "clipped": clipped_scree, "pmwm": pmwm_scree, "huber": huber_scree}
 
 
 # --- the plan: the records each procedure writes, from public quantities ------------------------
+
+
+def search_record(eps: float, component: str = "scree") -> SpendRecord:
+    """A planned Durfee search: AboveThreshold on counts (sensitivity 1, Exp scale 2/ε)."""
+    return planned(component, "durfee_above_threshold", eps, sensitivity=1.0, scale=2.0 / eps)
 
 
 def center_records(budget: PrivacyBudget) -> list[SpendRecord]:
     """The private centre's planned records (``budget``: the centre's share of the scree)."""
     out = []
     for share in CENTER_ROUNDS:
-        out.append(planned("scree", "durfee_above_threshold", RADIUS_SHARE * share * budget.eps))
+        out.append(search_record(RADIUS_SHARE * share * budget.eps))
         out.append(planned("scree", "gaussian", (1.0 - RADIUS_SHARE) * share * budget.eps,
                            share * budget.delta))
     return out
 
 
-def method_records(method: str, n: int, k: int, control: Control,
-                   budget: PrivacyBudget) -> list[SpendRecord]:
+def method_records(method: str, n: int, k: int, control: Control, budget: PrivacyBudget,
+                   calibration: str = "classical") -> list[SpendRecord]:
     """One method's planned records for k components (``budget``: the method's allocation)."""
     per = budget.scaled(1.0 / k)
     if isinstance(control, ClippedControl):
-        return [planned("scree", "gaussian", per.eps, per.delta) for _ in range(k)]
+        cal = gaussian_calibration(control.C_clip / (n - 1.0), 1, per, calibration)
+        return [planned("scree", "gaussian", per.eps, per.delta, sensitivity=cal["sensitivity"],
+                        scale=cal["scale"]) for _ in range(k)]
     if isinstance(control, PMWMControl):
-        searches = [planned("scree", "durfee_above_threshold", per.eps / 4.0 / 2)
+        searches = [search_record(per.eps / 4.0 / 2)
                     for _ in range(4 * k)]  # 2 signed quantiles, each a search per side
         return searches + [planned("scree", "gaussian", per.eps / 2.0, per.delta)
                            for _ in range(k)]

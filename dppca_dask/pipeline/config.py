@@ -255,11 +255,11 @@ class CovarianceConfig(_Model):
 
     @model_validator(mode="after")
     def _valid_control(self) -> CovarianceConfig:
-        from dppca_dask.covariance.estimator import _parse_control
+        from dppca_dask.covariance.estimator import parse_control
         from dppca_dask.errors import ParameterError
 
         try:
-            _parse_control(self.method, self.control)
+            parse_control(self.method, self.control)
         except ParameterError as exc:
             raise ValueError(str(exc)) from None
         return self

@@ -216,10 +216,11 @@ def plan_run(config: RunConfig) -> RunPlan:
     spec = TASKS[config.task]
     budget = resolve_budget(config.privacy.to_control(), owner=spec.owner)
     source = describe_source(config.input.path, **_source_kwargs(config))
+    release = spec.plan(config, source, budget)
     return RunPlan(
         config, source, budget,
-        tuple(spec.noise_plan(config, source, budget)), tuple(spec.work_plan(config, source)),
-        spec.plan(config, source, budget),
+        tuple(spec.noise_plan(config, source, budget, release)),
+        tuple(spec.work_plan(config, source)), release,
     )
 
 
@@ -356,7 +357,7 @@ def execute(
                 result = spec.fit(config, source, plan.budget, state)
             timings["fit"] = time.perf_counter() - begin
         entry["records"] = [r.as_dict() for r in result.ledger]
-        summary = f"{result!r}\n\n{result.summary()!r}"  # type: ignore[attr-defined]
+        summary = f"{result!r}\n\n{result.summary()!r}"
         write_extra = spec.write_outputs
         extra = None if write_extra is None else (
             lambda base: write_extra(config, result, base, state))

@@ -1,4 +1,4 @@
-"""Shared plot styling (SPEC_dppca.md §9.1): the R package's minimal theme, palettes, ticks.
+"""Shared plot styling (docs/spec/SPEC_dppca.md §9.1): the R package's minimal theme, palettes, ticks.
 
 * minimal theme, base font 12, black panel border of width 0.5, no grid, titles centred, bold;
 * ticks like R ``pretty(lim, 5)`` (``MaxNLocator(nbins=5, steps=[1, 2, 5, 10])``);

@@ -1,4 +1,4 @@
-"""Loading plots of a ``dp_loading`` fit (SPEC_dppca.md §9.3), drawn with matplotlib.
+"""Loading plots of a ``dp_loading`` fit (docs/spec/SPEC_dppca.md §9.3), drawn with matplotlib.
 
 Three panel types, drawn left to right in one figure:
 
@@ -97,7 +97,7 @@ def _parse_variables(value: Any, names: list[str]) -> list[int]:
     return list(dict.fromkeys(rows))
 
 
-def _frame_xy(v: np.ndarray, ref: np.ndarray | None, rows: list[int], cols: tuple[int, int],
+def frame_xy(v: np.ndarray, ref: np.ndarray | None, rows: list[int], cols: tuple[int, int],
               names: list[str]) -> pd.DataFrame:
     data = {"x": v[rows, cols[0]], "y": v[rows, cols[1]]}
     if ref is not None:
@@ -222,7 +222,7 @@ def _legend(ax: Any, marker: str | None) -> None:
     ax.legend(handles=handles, loc="lower left", fontsize=8, frameon=False)
 
 
-def _draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool) -> None:
+def draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool) -> None:
     from matplotlib.patches import Circle, FancyArrowPatch
 
     ax.add_patch(Circle((0.0, 0.0), 1.0, fill=False, edgecolor="#4D4D4D", linewidth=0.6))
@@ -337,7 +337,7 @@ def plot_loading(
         cols = (a - 1, b - 1)
         labels = (comps[cols[0]], comps[cols[1]])
         for t in scatter:
-            data[t] = _frame_xy(v, ref, rows, cols, names)
+            data[t] = frame_xy(v, ref, rows, cols, names)
     if "heatmap" in types:
         rule = "a positive int or a sequence of positive ints (1-based components)"
         wanted = [c - 1 for c in _positive_ints(heatmap_components, "heatmap_components", rule)]
@@ -368,7 +368,7 @@ def plot_loading(
     for t in scatter:
         ax = fig.add_subplot(grid[0, col])
         col += 1
-        draw = _draw_vectors if t == "vector" else _draw_points
+        draw = draw_vectors if t == "vector" else _draw_points
         draw(ax, data[t], labels, stored)
         out_axes[t] = ax
     image = None

@@ -1,4 +1,4 @@
-"""Plots of a ``dp_pca`` fit (SPEC_dppca.md §9.2), drawn with matplotlib.
+"""Plots of a ``dp_pca`` fit (docs/spec/SPEC_dppca.md §9.2), drawn with matplotlib.
 
 Panels (``panels``, any of them, or ``"all"``):
 
@@ -285,12 +285,12 @@ def plot_pca(
                 axes["scree"] = ax
                 continue
             if item == "loading":
-                from dppca_dask.plots.loading import _draw_vectors, _frame_xy
+                from dppca_dask.plots.loading import draw_vectors, frame_xy
 
                 ref = None if loading.nonprivate is None else np.asarray(loading.nonprivate.values)
-                df = _frame_xy(np.asarray(loading.directions.values), ref,
+                df = frame_xy(np.asarray(loading.directions.values), ref,
                                list(range(len(names))), (a - 1, b - 1), names)
-                _draw_vectors(ax, df, (f"PC{a}", f"PC{b}"), ref is not None)
+                draw_vectors(ax, df, (f"PC{a}", f"PC{b}"), ref is not None)
                 labels.append(ax._dppca_labels)
                 axes["loading"] = ax
                 continue

@@ -1,4 +1,4 @@
-"""Score plots of a ``dp_score`` fit (SPEC_dppca.md §9.1–9.2), drawn with matplotlib.
+"""Score plots of a ``dp_score`` fit (docs/spec/SPEC_dppca.md §9.1–9.2), drawn with matplotlib.
 
 One grid of panels, ``ncol`` = (1 + 1 if the non-private references are stored) + number of
 histogram methods:

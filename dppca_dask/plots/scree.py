@@ -1,4 +1,4 @@
-"""Scree and PVE plot of a ``dp_scree`` fit (SPEC_dppca.md §5.6), drawn with matplotlib.
+"""Scree and PVE plot of a ``dp_scree`` fit (docs/spec/SPEC_dppca.md §5.6), drawn with matplotlib.
 
 One panel against the component index 1..k (a tick at every integer): the non-private reference
 first -- only when the fit stored it, labelled as not private, and then the figure carries a note

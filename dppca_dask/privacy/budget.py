@@ -1,6 +1,6 @@
 """Privacy budgets: the ``privacy_control()`` object and its resolution by each fitting function.
 
-Follows ``seeds/privacy_control.txt`` and SPEC_dppca.md §2. Two modes:
+Follows ``docs/spec/seeds/privacy_control.txt`` and docs/spec/SPEC_dppca.md §2. Two modes:
 
 * **total** -- ``eps`` and ``delta`` for the whole fit, optionally with an explicit ``split`` of
   proportions. Without a split the constructor shows equal thirds and sets ``implicit_split``; the

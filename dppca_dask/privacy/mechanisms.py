@@ -44,6 +44,7 @@ __all__ = [
     "Release",
     "above_threshold",
     "exponential_mechanism",
+    "gaussian_calibration",
     "gaussian_histogram",
     "gaussian_release",
     "gaussian_release_sigma",
@@ -77,7 +78,7 @@ def _strict_lower(p: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def vec2mat(values: np.ndarray, p: int) -> np.ndarray:
-    """Lay ``p(p+1)/2`` values out as a symmetric matrix (SPEC_dppca.md §4.3).
+    """Lay ``p(p+1)/2`` values out as a symmetric matrix (docs/spec/SPEC_dppca.md §4.3).
 
     The first ``p`` values form the diagonal; the rest fill the strict lower triangle in
     column-major order ((2,1), (3,1), …, (p,1), (3,2), …) divided by √2, mirrored to the upper
@@ -117,15 +118,27 @@ def mat2vec(matrix: np.ndarray) -> np.ndarray:
     return np.concatenate([np.diag(matrix), math.sqrt(2.0) * matrix[rows, cols]])
 
 
+def gaussian_calibration(sensitivity: float, dimension: int, budget: PrivacyBudget,
+                         calibration: str) -> dict[str, Any]:
+    """The public calibration of an exact (ε, δ) Gaussian release of ``dimension`` values: its
+    grid γ, the grid-inflated sensitivity, the integer variance s² and the noise sd γ·s that the
+    record states -- computed before any data (plans use it; :func:`_exact_gaussian` draws with
+    it)."""
+    grid, inflated, sd, cert = lattice_gaussian_sd(sensitivity, dimension, budget.eps,
+                                                   budget.delta, calibration)
+    s2 = grid_variance(sd, grid)
+    return {"grid": grid, "sensitivity": inflated, "s2": s2,
+            "scale": grid * math.sqrt(float(s2)), "certificate": cert}
+
+
 def _exact_gaussian(values: np.ndarray, sensitivity: float, budget: PrivacyBudget,
                     calibration: str, rng: Any) -> tuple[np.ndarray, dict[str, Any]]:
     """γ·(round(values/γ) + N_Z(0, s²)): the (ε, δ) lattice Gaussian (docs/privacy.md)."""
     d = int(values.size)
-    grid, inflated, sd, cert = lattice_gaussian_sd(sensitivity, d, budget.eps, budget.delta,
-                                                   calibration)
-    s2 = grid_variance(sd, grid)
+    cal = gaussian_calibration(sensitivity, d, budget, calibration)
+    grid, inflated, s2, cert = cal["grid"], cal["sensitivity"], cal["s2"], cal["certificate"]
     noisy = add_ints(to_grid(values, grid), discrete_gaussian(rng, s2, d))
-    actual = grid * math.sqrt(float(s2))
+    actual = cal["scale"]
     info = {"grid": grid, "sensitivity": inflated, "scale": actual,
             "rho": inflated ** 2 / (2.0 * actual ** 2),
             "note": (f"exact discrete Gaussian on grid 2^{math.frexp(grid)[1] - 1}; certified "
@@ -173,8 +186,11 @@ def gaussian_symmetric_matrix(
     calibration: str,
     rng: Any,
     component: str,
+    basis: str = "",
 ) -> Release:
     """Gaussian mechanism on a symmetric matrix with Frobenius sensitivity ``sensitivity``.
+
+    ``basis``: how the caller derived ``sensitivity`` (public), recorded in the note.
 
     Releases the isometric vech (:func:`mat2vec`; q = p(p+1)/2 values, L2 sensitivity Δ) with
     the exact lattice Gaussian of :func:`gaussian_release` and lays it out with
@@ -196,7 +212,7 @@ def gaussian_symmetric_matrix(
         rho=info["rho"],
         calibration=calibration,
         draws=q,
-        note=_join("diagonal sd = scale, off-diagonal sd = scale/sqrt(2)", info["note"]),
+        note=_join("diagonal sd = scale, off-diagonal sd = scale/sqrt(2)", info["note"], basis),
         grid=info["grid"],
     )
     return Release(vec2mat(out, p), record)
@@ -215,7 +231,7 @@ def above_threshold(
 
     T̃ = threshold + Exp(rate ε/2); step i = 0, 1, … stops at the first i with
     counts[i] + Exp(rate ε/2) ≥ T̃ (Durfee 2023, "Unbounded differentially private quantile and
-    maximum estimation", Alg. 2; SPEC_dppca.md §5.5b). Counts have sensitivity 1 under
+    maximum estimation", Alg. 2; docs/spec/SPEC_dppca.md §5.5b). Counts have sensitivity 1 under
     replace-one adjacency and are monotone in i, so each step's comparison needs no further budget.
     Draw order: one exponential for the threshold, then one per step tried (the record states
     the public upper bound, one more than the grid length).
@@ -245,7 +261,7 @@ def above_threshold(
     return Release((index, capped), record)
 
 
-# --- ρ-zCDP mechanisms (SPEC_covariance.md §2; accounting in dppca_dask.privacy.zcdp) -------------------
+# --- ρ-zCDP mechanisms (docs/spec/SPEC_covariance.md §2; accounting in dppca_dask.privacy.zcdp) -------------------
 # Records of zCDP-accounted mechanisms carry their cost in ``rho`` with calibration "zcdp"; their
 # ``eps``/``delta`` fields are 0 because they were not calibrated to an (ε, δ) pair -- the release
 # reports ε for a chosen δ from the total ρ (dppca_dask.privacy.zcdp.zcdp_eps).
@@ -394,7 +410,7 @@ def gaussian_histogram(
     component: str,
     label: str = "",
 ) -> Release:
-    """Additive Gaussian histogram (dp_score "add"; SPEC_dppca.md §6.6, Algorithm 4).
+    """Additive Gaussian histogram (dp_score "add"; docs/spec/SPEC_dppca.md §6.6, Algorithm 4).
 
     ĉ_k = max(c_k + Y_k, 0) with Y_k i.i.d. discrete Gaussian N_Z(0, σ²) on the integer counts
     (grid 1, no rounding): one replaced observation moves two cells by one each, and σ is
@@ -547,7 +563,7 @@ def smooth_laplace(
     return Release(float(from_grid(noisy, grid)[0]), record)
 
 
-# --- scalar and vector Gaussian / Laplace releases (dp_scree; SPEC_dppca.md §5) -------------------
+# --- scalar and vector Gaussian / Laplace releases (dp_scree; docs/spec/SPEC_dppca.md §5) -------------------
 
 
 def gaussian_release_sigma(

@@ -67,6 +67,13 @@ class Plan:
             out["eps"], out["delta"] = self.eps_delta
         return out
 
+    def first(self, component: str, mechanism: str) -> SpendRecord:
+        """The first planned record of ``mechanism`` for ``component`` (what plans print)."""
+        for record in self.records:
+            if (record.component, record.mechanism) == (component, mechanism):
+                return record
+        raise KeyError(f"no planned {mechanism!r} record for {component!r}")
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: ``records`` (each as a dict), ``total``, ``passes``, ``accounting``."""
         return {"records": [r.as_dict() for r in self.records], "total": self.total,

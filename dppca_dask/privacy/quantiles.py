@@ -1,4 +1,4 @@
-"""Private quantiles by Durfee's unbounded search on public geometric grids (SPEC_dppca.md §5.5b).
+"""Private quantiles by Durfee's unbounded search on public geometric grids (docs/spec/SPEC_dppca.md §5.5b).
 
 The data pass computes, once, the count of values strictly below every grid point
 (:mod:`dppca_dask.kernels.counts`); this module runs the noisy search on the driver through

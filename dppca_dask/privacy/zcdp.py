@@ -1,6 +1,6 @@
 """ρ-zero-concentrated differential privacy (zCDP): conversions, the plan and the odometer.
 
-Used by the covariance estimators, which are natively ρ-zCDP (SPEC_covariance.md §2).
+Used by the covariance estimators, which are natively ρ-zCDP (docs/spec/SPEC_covariance.md §2).
 
 * Composition adds ρ (Bun & Steinke 2016, Lemma 2.3).
 * A Gaussian mechanism with L2 sensitivity Δ and noise σ is Δ²/(2σ²)-zCDP (Prop. 1.6).

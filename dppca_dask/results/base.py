@@ -106,6 +106,14 @@ class Result:
         """Every mechanism call of this release (and recorded prior releases)."""
         return ledger_from_dicts(self.metadata["ledger"])
 
+    def summary(self) -> Any:
+        """A printable summary of the release (each result kind defines its own)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no summary()")
+
+    def plot(self, *args: Any, **kwargs: Any) -> Any:
+        """The release's figure (each result kind defines its own; post-processing only)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no plot()")
+
     def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the Dataset as a Zarr store (atomically; refuses to overwrite by default)."""
         return write_atomically(
@@ -120,7 +128,7 @@ class Result:
         )
 
 
-def _freeze(ds: xr.Dataset) -> xr.Dataset:
+def freeze_dataset(ds: xr.Dataset) -> xr.Dataset:
     for var in ds.variables.values():
         if isinstance(var.data, np.ndarray):
             var.data.flags.writeable = False
@@ -145,11 +153,11 @@ def load_result(path: str | os.PathLike[str]) -> Result:
     opener = getattr(_RESULT_TYPES[kind], "_open", None)
     if opener is not None:  # a result stored as several groups (dp_pca)
         return opener(target)
-    ds = _plain_strings(ds)
-    return _RESULT_TYPES[kind](_freeze(ds))
+    ds = plain_strings(ds)
+    return _RESULT_TYPES[kind](freeze_dataset(ds))
 
 
-def _plain_strings(ds: xr.Dataset) -> xr.Dataset:
+def plain_strings(ds: xr.Dataset) -> xr.Dataset:
     """Labels come back from stores as object or StringDType arrays; make them plain ``str``."""
     fixed = {}
     for name, var in ds.variables.items():
@@ -161,7 +169,7 @@ def _plain_strings(ds: xr.Dataset) -> xr.Dataset:
     )
 
 
-def _budget_line(budget: dict[str, float]) -> str:
+def budget_line(budget: dict[str, float]) -> str:
     eps = format_r_scalar(budget["eps"])
     delta = format_r_scalar(budget["delta"])
     return f"Total privacy budget: eps = {eps} ; delta = {delta} "
@@ -174,7 +182,7 @@ def _head(n: int, p: int, components: int) -> list[str]:
     ]
 
 
-def _matrix_block(title: str, matrix: xr.DataArray, digits: int) -> list[str]:
+def matrix_block(title: str, matrix: xr.DataArray, digits: int) -> list[str]:
     rows = min(6, matrix.shape[0])
     cols = min(4, matrix.shape[1])
     shown = matrix.isel(variable=slice(0, rows), component=slice(0, cols))
@@ -231,7 +239,7 @@ class LoadingResult(Result):
             [
                 "Differentially Private PC Directions",
                 *_head(meta["n"], meta["p"], self.directions.shape[1]),
-                _budget_line(meta["privacy"]["allocations"]["loading"]),
+                budget_line(meta["privacy"]["allocations"]["loading"]),
                 f"Non-private reference: {stored} ",
             ]
         )
@@ -252,14 +260,14 @@ class LoadingSummary:
             "DP PC Directions Summary",
             *_head(meta["n"], meta["p"], self.directions.shape[1]),
             "",
-            *_matrix_block("Private PC directions", self.directions, self.digits),
+            *matrix_block("Private PC directions", self.directions, self.digits),
             "",
         ]
         if self.nonprivate is not None:
-            lines += [*_matrix_block("Non-private PC directions", self.nonprivate, self.digits), ""]
+            lines += [*matrix_block("Non-private PC directions", self.nonprivate, self.digits), ""]
         stored = "stored" if self.nonprivate is not None else "not stored"
         lines += [
-            _budget_line(meta["privacy"]["allocations"]["loading"]),
+            budget_line(meta["privacy"]["allocations"]["loading"]),
             f"Non-private reference: {stored} ",
             "The full direction matrix is available in $directions.",
         ]
@@ -268,7 +276,7 @@ class LoadingSummary:
         return "\n".join(lines)
 
 
-def _labels(values: Any) -> np.ndarray:
+def coord_labels(values: Any) -> np.ndarray:
     """String labels as an object array: stored as variable-length UTF-8 by Zarr and NetCDF."""
     return np.array([str(v) for v in values], dtype=object)
 
@@ -316,8 +324,8 @@ def build_loading_result(
 ) -> LoadingResult:
     p = len(variables)
     coords = {
-        "variable": _labels(variables),
-        "component": _labels(f"PC{j + 1}" for j in range(p)),
+        "variable": coord_labels(variables),
+        "component": coord_labels(f"PC{j + 1}" for j in range(p)),
     }
     data_vars = {
         "directions": (
@@ -349,4 +357,4 @@ def build_loading_result(
             "dppca_metadata": json.dumps(meta),
         },
     )
-    return LoadingResult(_freeze(ds))
+    return LoadingResult(freeze_dataset(ds))

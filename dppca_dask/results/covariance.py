@@ -31,7 +31,7 @@ import xarray as xr
 
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.privacy.zcdp import ZCDPPlan, ledger_rho, zcdp_eps
-from dppca_dask.results.base import Result, _freeze, _labels, base_metadata
+from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
 
 __all__ = ["CovarianceResult", "CovarianceSummary", "build_covariance_result"]
 
@@ -154,7 +154,7 @@ def build_covariance_result(
 ) -> CovarianceResult:
     """Wrap a :class:`~dppca_dask.covariance.estimator.CovarianceEstimate` as a result."""
     p = len(variables)
-    names = _labels(variables)
+    names = coord_labels(variables)
     pair = ("variable", "variable_")
     data_vars: dict[str, Any] = {
         "covariance": (pair, np.asarray(estimate.covariance, dtype=np.float64),
@@ -204,4 +204,4 @@ def build_covariance_result(
             "dppca_metadata": json.dumps(meta),
         },
     )
-    return CovarianceResult(_freeze(ds))
+    return CovarianceResult(freeze_dataset(ds))

@@ -28,10 +28,10 @@ from dppca_dask.errors import InputError
 from dppca_dask.results.base import (
     LoadingResult,
     Result,
-    _budget_line,
-    _freeze,
-    _matrix_block,
-    _plain_strings,
+    budget_line,
+    freeze_dataset,
+    matrix_block,
+    plain_strings,
     write_atomically,
 )
 from dppca_dask.results.score import ScoreResult
@@ -115,7 +115,7 @@ class PCAResult(Result):
                              f"{missing}).")
         return build_pca_result(
             tree.to_dataset(),
-            {p: _freeze(_plain_strings(tree[p].to_dataset())) for p in PARTS})
+            {p: freeze_dataset(plain_strings(tree[p].to_dataset())) for p in PARTS})
 
     def plot(self, panels: Any = ("score", "biplot"), sampling: Any = None, *,
              group_weights: str = "observed", control: Any = None, rng: Any = None) -> Any:
@@ -148,7 +148,7 @@ class PCAResult(Result):
         return "\n".join([
             "Differentially Private PCA",
             *self._head(),
-            _budget_line(self.metadata["privacy"]["total"]),
+            budget_line(self.metadata["privacy"]["total"]),
             f"Non-private reference: {self._stored()} ",
         ])
 
@@ -168,7 +168,7 @@ class PCASummary:
                else "spent once on the shared directions")
         split = self.result.score.metadata["score_split"]
         return [
-            _budget_line(meta["privacy"]["total"]),
+            budget_line(meta["privacy"]["total"]),
             f"  loading: {_pair(loading)} ({how})",
             f"  scree: {_pair(alloc['scree'])} (each method)",
             f"  score: {_pair(alloc['score'])} (frame eps = {_r(split['frame_eps'])} ; "
@@ -187,7 +187,7 @@ class PCASummary:
         frame = score.frame
         a, b = score.labels
         lines = ["DP PCA Summary", *res._head(), ""]
-        lines += [*_matrix_block("Private PC directions", res.directions, self.digits), ""]
+        lines += [*matrix_block("Private PC directions", res.directions, self.digits), ""]
         lines += [f"Private PVE{more}:",
                   format_r_matrix(scree.pve.values[:, :shown].tolist(), list(scree.methods),
                                   comps[:shown], digits=self.digits), ""]
@@ -209,4 +209,4 @@ class PCASummary:
 def build_pca_result(root: xr.Dataset, parts: dict[str, xr.Dataset]) -> PCAResult:
     """Assemble a :class:`PCAResult` from its root (attrs) and the three part datasets."""
     tree = xr.DataTree.from_dict({"/": root, **{f"/{name}": parts[name] for name in PARTS}})
-    return PCAResult(_freeze(root), tree)
+    return PCAResult(freeze_dataset(root), tree)

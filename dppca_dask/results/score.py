@@ -31,8 +31,8 @@ import xarray as xr
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask._validation import bad_param, parse_choice
 from dppca_dask.pca.frame import Frame
-from dppca_dask.pca.sampling import _sample_cells, allocate_sizes, as_sampling_control
-from dppca_dask.results.base import Result, _budget_line
+from dppca_dask.pca.sampling import allocate_sizes, as_sampling_control, sample_cells
+from dppca_dask.results.base import Result, budget_line
 from dppca_dask.rng import as_rng
 
 __all__ = ["GROUP_WEIGHTS", "ScoreResult", "ScoreSummary"]
@@ -70,7 +70,7 @@ def _budget_lines(meta: dict[str, Any]) -> list[str]:
     split = meta["score_split"]
     status = "prior release (V_dp supplied)" if loading["status"] == "prior" else "spent"
     return [
-        _budget_line(meta["privacy"]["total"]),
+        budget_line(meta["privacy"]["total"]),
         f"Loading budget: eps = {_r(loading['eps'])} ; delta = {_r(loading['delta'])} ({status})",
         f"Score budget: eps = {_r(score['eps'])} ; delta = {_r(score['delta'])} "
         f"(frame eps = {_r(split['frame_eps'])} ; delta = {_r(split['frame_delta'])} ; "
@@ -233,7 +233,7 @@ class ScoreResult(Result):
                 sizes = allocate_sizes(total, weights)
             parts: dict[str, list[pd.DataFrame]] = {m: [] for m in control.method}
             for g in range(grid.shape[0]):
-                drawn = _sample_cells(grid[g], xb, yb, methods=control.method,
+                drawn = sample_cells(grid[g], xb, yb, methods=control.method,
                                       bandwidth=control.bandwidth, size=int(sizes[g]), rng=gen)
                 for m, frame in drawn.items():
                     if self.groups is not None:
@@ -272,7 +272,7 @@ class ScoreResult(Result):
         return "\n".join([
             "Differentially Private PC Scores",
             *_lines(self.metadata, self),
-            _budget_line(self.metadata["privacy"]["total"]),
+            budget_line(self.metadata["privacy"]["total"]),
             f"Non-private reference: {stored} ",
         ])
 

@@ -30,7 +30,7 @@ import xarray as xr
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
-from dppca_dask.results.base import Result, _freeze, _labels, base_metadata
+from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
 
 __all__ = ["ScreeResult", "ScreeSummary", "build_scree_result"]
 
@@ -202,9 +202,9 @@ def build_scree_result(
 ) -> ScreeResult:
     k = directions.shape[1]
     coords = {
-        "method": _labels(methods),
-        "component": _labels(f"PC{j + 1}" for j in range(k)),
-        "variable": _labels(variables),
+        "method": coord_labels(methods),
+        "component": coord_labels(f"PC{j + 1}" for j in range(k)),
+        "variable": coord_labels(variables),
     }
     mc = ("method", "component")
     data_vars: dict[str, Any] = {
@@ -245,4 +245,4 @@ def build_scree_result(
             "dppca_metadata": json.dumps(meta),
         },
     )
-    return ScreeResult(_freeze(ds))
+    return ScreeResult(freeze_dataset(ds))

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dppca_dask._rformat import format_r_scalar
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
-from dppca_dask.pca.loading import _fit_loading, kendall_sensitivity, plan_loading
+from dppca_dask.pca.loading import fit_loading, plan_loading
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.covariance import (
     covariance_fit,
@@ -47,8 +46,8 @@ from dppca_dask.pipeline.tasks.scree import (
     scree_plan,
     scree_work,
 )
+from dppca_dask.pipeline.tasks.wording import loading_line
 from dppca_dask.privacy.budget import BudgetPlan
-from dppca_dask.privacy.mechanisms import symmetric_noise_sigma
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
@@ -65,7 +64,8 @@ class TaskSpec:
     """How the runner handles one task."""
 
     owner: str
-    noise_plan: Callable[[RunConfig, SourceInfo, BudgetPlan], list[str]]
+    noise_plan: Callable[[RunConfig, SourceInfo, BudgetPlan, Plan], list[str]]
+    """How the noise is set, in words, with the numbers of the release's planned records."""
     work_plan: Callable[[RunConfig, SourceInfo], list[str]]
     fit: Callable[[RunConfig, DataSource, BudgetPlan, RngState], Result]
     plan: Callable[[RunConfig, SourceInfo, BudgetPlan], Plan]
@@ -77,18 +77,9 @@ class TaskSpec:
     figures): post-processing of the result only; gets the run's generator after the fit."""
 
 
-def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> list[str]:
-    spend = budget.spend("loading")
-    opts = cfg.loading
-    sensitivity = kendall_sensitivity(src.n, pairs=opts.pairs, pair_block=opts.pair_block,
-                                      bound=opts.sensitivity)
-    sigma = symmetric_noise_sigma(sensitivity, spend, cfg.loading.calibration,
-                                  dimension=src.p * (src.p + 1) // 2)
-    return [
-        f"  loading: eps = {format_r_scalar(spend.eps)} ; delta = {format_r_scalar(spend.delta)}"
-        f" -> gaussian_symmetric_matrix, Frobenius sensitivity {format_r_scalar(sensitivity)}, "
-        f"noise sd {format_r_scalar(sigma)} ({cfg.loading.calibration})"
-    ]
+def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
+                   release: Plan) -> list[str]:
+    return [loading_line(release, cfg.loading.calibration)]
 
 
 def _loading_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
@@ -112,7 +103,7 @@ def _loading_fit(
     cfg: RunConfig, source: DataSource, budget: BudgetPlan, state: RngState
 ) -> Result:
     opts = cfg.loading
-    return _fit_loading(
+    return fit_loading(
         source, budget, calibration=opts.calibration, cpp_option=opts.cpp_option,
         non_private=opts.non_private, rng_state=state, block_rows=opts.block_rows,
         pairs=opts.pairs, pair_block=opts.pair_block, sensitivity=opts.sensitivity,
@@ -120,12 +111,14 @@ def _loading_fit(
 
 
 def _loading_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
-    return plan_loading(budget, calibration=cfg.loading.calibration)
+    opts = cfg.loading
+    return plan_loading(src.n, src.p, budget, calibration=opts.calibration, pairs=opts.pairs,
+                        pair_block=opts.pair_block, sensitivity=opts.sensitivity)
 
 
 def _loading_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> None:
     """``loading.png``: vectors, points and heatmap of the released directions."""
-    result.plot().save(str(base / "loading.png"))  # type: ignore[attr-defined]
+    result.plot().save(str(base / "loading.png"))
 
 
 TASKS: dict[str, TaskSpec] = {

@@ -14,12 +14,12 @@ import math
 
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.covariance.estimator import (
-    _allocations,
-    _fit_covariance,
-    _parse_control,
     covariance_sensitivities,
+    fit_covariance,
     parse_bounds,
+    parse_control,
     plan_covariance,
+    rho_allocations,
 )
 from dppca_dask.covariance.pace_ggm import PaceGGMControl
 from dppca_dask.errors import ConfigError
@@ -52,14 +52,15 @@ def _plan(budget: BudgetPlan) -> ZCDPPlan:
     return resolve_zcdp(eps=spend.eps, delta=spend.delta, owner=_OWNER)
 
 
-def covariance_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> list[str]:
+def covariance_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
+                     release: Plan) -> list[str]:
     opts = _options(cfg)
     bounds = parse_bounds(opts.bounds, src.variables)
-    control = _parse_control(opts.method, opts.control)
+    control = parse_control(opts.method, opts.control)
     plan = _plan(budget)
     d, n = src.p, src.n
     sens = covariance_sensitivities(bounds, n)
-    parts = dict(_allocations(opts.method, plan.rho, control, d))
+    parts = dict(rho_allocations(opts.method, plan.rho, control, d))
     lines = [
         f"  covariance: eps = {_r(plan.eps or 0.0)} ; delta = {_r(plan.delta or 0.0)} -> "
         f"rho = {_r(plan.rho)} (zCDP, largest rho with rho + 2 sqrt(rho ln(1/delta)) <= eps)",
@@ -107,7 +108,7 @@ def covariance_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
         "  the driver holds one d x d matrix; it is never written",
     ]
     if opts.method == "pace_ggm":
-        control = _parse_control(opts.method, opts.control)
+        control = parse_control(opts.method, opts.control)
         lines.append(f"  PACE-GGM: at most {control.rounds_per_variable * d} rounds, each a "
                      "maximum-entropy solve on the changed component")
     return lines
@@ -117,15 +118,15 @@ def covariance_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan
     """The release's plan (:func:`~dppca_dask.covariance.estimator.plan_covariance`)."""
     opts = _options(cfg)
     return plan_covariance(src.p, _plan(budget), method=opts.method,
-                           control=_parse_control(opts.method, opts.control))
+                           control=parse_control(opts.method, opts.control))
 
 
 def covariance_fit(
     cfg: RunConfig, source: DataSource, budget: BudgetPlan, state: RngState
 ) -> Result:
     opts = _options(cfg)
-    return _fit_covariance(
+    return fit_covariance(
         source, _plan(budget), bounds=parse_bounds(opts.bounds, source.variables),
-        method=opts.method, control=_parse_control(opts.method, opts.control), rng_state=state,
+        method=opts.method, control=parse_control(opts.method, opts.control), rng_state=state,
         report_clipping=opts.report_clipping,
     )

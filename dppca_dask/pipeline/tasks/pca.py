@@ -27,16 +27,16 @@ from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
-from dppca_dask.pca.pca import _fit_pca, expected_reads, plan_pca
+from dppca_dask.pca.pca import expected_reads, fit_pca, plan_pca
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
-from dppca_dask.pca.scree import DEFAULT_MAX_K, _parse_center
+from dppca_dask.pca.scree import DEFAULT_MAX_K, parse_center
+from dppca_dask.pca.scree_controls import HuberControl, resolve_controls
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
-from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.score import samples_table, score_noise
+from dppca_dask.pipeline.tasks.wording import clipped_line
 from dppca_dask.privacy.budget import BudgetPlan
-from dppca_dask.privacy.mechanisms import gaussian_release_sigma
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
@@ -52,7 +52,8 @@ def _r(value: float) -> str:
 
 def _sampling(cfg: RunConfig) -> SamplingControl:
     s = cfg.pca.sampling
-    return sampling_control(list(s.method), s.sample_size, s.bandwidth_scale)
+    scale: Any = s.bandwidth_scale  # a dict with Literal keys: a Mapping[str, float]
+    return sampling_control(list(s.method), s.sample_size, scale)
 
 
 def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, Any], int]:
@@ -63,7 +64,7 @@ def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, 
                          f"Got {src.p} instead.")
     methods = parse_scree_methods(list(opts.scree_method), _OWNER)
     controls = resolve_controls(methods, dict(opts.scree_control), owner=_OWNER)
-    center = _parse_center(opts.center)
+    center = parse_center(opts.center)
     if isinstance(center, np.ndarray) and center.size not in (1, src.p):
         raise ParameterError(f"The 'center' parameter of {_OWNER} must be a number or {src.p} "
                              f"constants (one per variable). Got {center.size} values instead.")
@@ -95,11 +96,11 @@ def pca_source(cfg: RunConfig) -> dict[str, Any]:
     return {"group": cfg.input.group} if cfg.input.group is not None else {}
 
 
-def pca_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
+def pca_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan) -> list[str]:
     methods, controls, k = _check(cfg, src)
     opts = cfg.pca
     n = src.n
-    score_lines = score_noise(_as_score(cfg), src, plan)
+    score_lines = score_noise(_as_score(cfg), src, plan, release)
     scree = plan.spend("scree")
     private = isinstance(opts.center, str) and opts.center == "private"
     share = CENTER_SHARE if private else 0.0
@@ -115,10 +116,7 @@ def pca_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
         ctl = controls[name]
         head = f"    {name}: per component eps = {_r(per.eps)} ; delta = {_r(per.delta)}"
         if name == "clipped":
-            sens = ctl.C_clip / (n - 1)
-            sd = gaussian_release_sigma(sens, per, opts.calibration)
-            lines.append(f"{head} -> gaussian, sensitivity {_r(sens)}, noise sd {_r(sd)} "
-                         f"({opts.calibration})")
+            lines.append(clipped_line(release, opts.calibration))
         elif name == "pmwm":
             lines.append(f"{head} -> 2 Durfee cut-offs, then a gaussian winsorized mean")
         else:
@@ -133,7 +131,9 @@ def pca_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
     steps = 0
     if "huber" in methods:
         controls = resolve_controls(methods, dict(opts.scree_control), owner=_OWNER)
-        steps = huber_defaults(src.n, controls["huber"])[0]
+        huber = controls["huber"]
+        assert isinstance(huber, HuberControl)
+        steps = huber_defaults(src.n, huber)[0]
     reads = expected_reads(scree_methods=methods, center=opts.center, huber_steps=steps,
                            frame=opts.frame)
     layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows)
@@ -154,19 +154,20 @@ def pca_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
     return plan_pca(src.n, src.p, budget, k=opts.k, scree_methods=methods,
                     controls=resolve_controls(methods, dict(opts.scree_control), owner=_OWNER),
                     score_methods=parse_methods(list(opts.score_method), _OWNER),
-                    center=opts.center, frame=opts.frame, calibration=opts.calibration)
+                    center=opts.center, frame=opts.frame, calibration=opts.calibration,
+                    sensitivity=opts.sensitivity)
 
 
 def pca_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
     opts = cfg.pca
     methods = parse_scree_methods(list(opts.scree_method), _OWNER)
-    return _fit_pca(
+    return fit_pca(
         source, plan, k=opts.k, scree_methods=methods,
         controls=resolve_controls(methods, dict(opts.scree_control), owner=_OWNER),
         bins=opts.bins, hist_methods=parse_methods(list(opts.score_method), _OWNER),
         axes=parse_axes(opts.axes, _OWNER), V_dp=None, mono=opts.mono,
         cpp_option=opts.cpp_option, non_private=opts.non_private,
-        calibration=opts.calibration, rng_state=state, center=_parse_center(opts.center),
+        calibration=opts.calibration, rng_state=state, center=parse_center(opts.center),
         frame=opts.frame, block_rows=opts.block_rows, sensitivity=opts.sensitivity)
 
 

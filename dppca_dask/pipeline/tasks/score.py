@@ -13,7 +13,6 @@ from public quantities (n, p, ε, δ) and checks every score option before any d
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,13 @@ from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
-from dppca_dask.pca.loading import kendall_sensitivity
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
-from dppca_dask.pca.score import FRAME_SHARE, _fit_score, plan_score
+from dppca_dask.pca.score import FRAME_SHARE, fit_score, plan_score
 from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.tasks.wording import loading_line
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget
 from dppca_dask.privacy.mechanisms import (
-    histogram_noise_sigma,
     stability_histogram_parameters,
-    symmetric_noise_sigma,
 )
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
@@ -51,7 +48,8 @@ def _r(value: float) -> str:
 
 def _sampling(cfg: RunConfig) -> SamplingControl:
     s = cfg.score.sampling
-    return sampling_control(list(s.method), s.sample_size, s.bandwidth_scale)
+    scale: Any = s.bandwidth_scale  # a dict with Literal keys: a Mapping[str, float]
+    return sampling_control(list(s.method), s.sample_size, scale)
 
 
 def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[int, int], tuple[str, ...]]:
@@ -69,12 +67,9 @@ def score_source(cfg: RunConfig) -> dict[str, Any]:
     return {"group": cfg.input.group} if cfg.input.group is not None else {}
 
 
-def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
+def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan) -> list[str]:
     bins, methods = _check(cfg, src)
     opts = cfg.score
-    loading = plan.spend("loading")
-    sens = kendall_sensitivity(src.n, bound=opts.sensitivity)
-    q = src.p * (src.p + 1) // 2  # values of the released symmetric matrix
     score = plan.spend("score")
     smooth = opts.frame == "smooth"
     frame_eps = FRAME_SHARE * score.eps
@@ -82,9 +77,7 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
     hist = PrivacyBudget(score.eps - frame_eps, score.delta - frame_delta)
     rule = " (default rule)" if opts.bins is None else ""
     lines = [
-        f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
-        f"gaussian_symmetric_matrix, Frobenius sensitivity {_r(sens)}, noise sd "
-        f"{_r(symmetric_noise_sigma(sens, loading, opts.calibration, q))} ({opts.calibration})",
+        loading_line(release, opts.calibration),
         f"  score: eps = {_r(score.eps)} ; delta = {_r(score.delta)}",
         f"    frame ({opts.frame}): eps = {_r(frame_eps)} ; delta = {_r(frame_delta)} -> "
         + ("3 smooth-sensitivity quantiles" if smooth
@@ -93,9 +86,11 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
         f"({', '.join(methods)}), {bins[0]} x {bins[1]} bins{rule}",
     ]
     if "add" in methods:
-        lines.append(f"      add: gaussian, L2 sensitivity {_r(math.sqrt(2))}, noise sd "
-                     f"{_r(histogram_noise_sigma(hist, opts.calibration))} counts "
-                     f"({opts.calibration})")
+        add = release.first("score", "gaussian_histogram")
+        assert add.sensitivity is not None
+        assert add.scale is not None
+        lines.append(f"      add: gaussian, L2 sensitivity {_r(add.sensitivity)}, noise sd "
+                     f"{_r(add.scale)} counts ({opts.calibration})")
     if "sparse" in methods:
         scale, threshold = stability_histogram_parameters(src.n, hist)
         per_group = "; per group with n_g" if cfg.input.group else ""
@@ -120,13 +115,14 @@ def score_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
 def score_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
     """The release's plan (:func:`~dppca_dask.pca.score.plan_score`) for this config."""
     opts = cfg.score
-    return plan_score(budget, methods=parse_methods(list(opts.method), _OWNER), frame=opts.frame,
-                      calibration=opts.calibration)
+    return plan_score(src.n, src.p, budget, methods=parse_methods(list(opts.method), _OWNER),
+                      frame=opts.frame, calibration=opts.calibration,
+                      sensitivity=opts.sensitivity)
 
 
 def score_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
     opts = cfg.score
-    return _fit_score(
+    return fit_score(
         source, plan, axes=parse_axes(opts.axes, _OWNER), bins=opts.bins,
         methods=parse_methods(list(opts.method), _OWNER), V_dp=None, frame=opts.frame,
         cpp_option=opts.cpp_option, non_private=opts.non_private,

@@ -20,13 +20,12 @@ from dppca_dask._rformat import format_r_scalar
 from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
-from dppca_dask.pca.loading import kendall_sensitivity
-from dppca_dask.pca.scree import DEFAULT_MAX_K, _fit_scree, _parse_center, plan_scree
-from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
+from dppca_dask.pca.scree import DEFAULT_MAX_K, fit_scree, parse_center, plan_scree
+from dppca_dask.pca.scree_controls import HuberControl, parse_methods, resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.tasks.wording import clipped_line, loading_line
 from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
-from dppca_dask.privacy.mechanisms import gaussian_release_sigma, symmetric_noise_sigma
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import LoadingResult, Result, load_result
 from dppca_dask.rng import RngState
@@ -52,7 +51,7 @@ def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, 
     opts = cfg.scree
     methods = parse_methods(list(opts.method), _OWNER)
     controls = resolve_controls(methods, dict(opts.controls), owner=_OWNER)
-    center = _parse_center(opts.center)
+    center = parse_center(opts.center)
     if isinstance(center, np.ndarray) and center.size not in (1, src.p):
         raise ParameterError(f"The 'center' parameter of {_OWNER} must be a number or {src.p} "
                              f"constants (one per variable). Got {center.size} values instead.")
@@ -69,7 +68,7 @@ def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, 
     return methods, controls, k
 
 
-def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
+def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan) -> list[str]:
     methods, controls, k = _check(cfg, src)
     opts = cfg.scree
     plan = _plan(cfg, plan)
@@ -77,11 +76,7 @@ def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
     lines = []
     loading = plan["loading"]
     if opts.directions is None:
-        sens = kendall_sensitivity(n, bound=opts.sensitivity)
-        sd = symmetric_noise_sigma(sens, loading, opts.calibration, src.p * (src.p + 1) // 2)
-        lines.append(f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
-                     f"gaussian_symmetric_matrix, Frobenius sensitivity {_r(sens)}, noise sd "
-                     f"{_r(sd)} ({opts.calibration})")
+        lines.append(loading_line(release, opts.calibration))
     else:
         lines.append(f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
                      f"prior release {opts.directions} (recorded, not spent)")
@@ -102,9 +97,7 @@ def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan) -> list[str]:
         ctl = controls[name]
         head = f"    {name}: per component eps = {_r(per.eps)} ; delta = {_r(per.delta)} -> "
         if name == "clipped":
-            sd = gaussian_release_sigma(ctl.C_clip / (n - 1), per, opts.calibration)
-            lines.append(head + f"gaussian, sensitivity {_r(ctl.C_clip / (n - 1))}, noise sd "
-                         f"{_r(sd)}{z}")
+            lines.append(clipped_line(release, opts.calibration))
         elif name == "pmwm":
             lines.append(head + f"2 Durfee quantiles of eps {_r(per.eps / 4)} each (pure DP), "
                          f"then gaussian with eps {_r(per.eps / 2)}, sensitivity "
@@ -132,7 +125,9 @@ def scree_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
     passes = 1 + (1 if "pmwm" in methods else 0)
     if "huber" in methods:
         controls = resolve_controls(methods, dict(opts.controls), owner=_OWNER)
-        passes = 1 + max(1 if "pmwm" in methods else 0, huber_defaults(src.n, controls["huber"])[0])
+        huber = controls["huber"]
+        assert isinstance(huber, HuberControl)
+        passes = 1 + max(1 if "pmwm" in methods else 0, huber_defaults(src.n, huber)[0])
     lines.append(f"  then {centre + passes} passes of O(n p k) over {len(src.chunks[0])} row "
                  f"chunk(s): {centre} for the centre, {passes} for the methods together")
     lines.append("  each returns per-component sums or count vectors; noise is drawn on the driver")
@@ -147,7 +142,7 @@ def scree_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
                                                      "supplied dp_loading result")
     return plan_scree(src.n, src.p, _plan(cfg, budget), methods=methods, controls=controls,
                       k=opts.k, center=opts.center, supplied=supplied,
-                      calibration=opts.calibration)
+                      calibration=opts.calibration, sensitivity=opts.sensitivity)
 
 
 def scree_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
@@ -159,11 +154,11 @@ def scree_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngSt
         if not isinstance(v_dp, LoadingResult):
             raise InputError(f"scree.directions must name a dp_loading result; "
                              f"{opts.directions!r} holds a {v_dp.kind!r} result.")
-    return _fit_scree(
+    return fit_scree(
         source, _plan(cfg, plan), methods=methods,
         controls=resolve_controls(methods, dict(opts.controls), owner=_OWNER), k=opts.k,
         V_dp=v_dp, mono=opts.mono, cpp_option=opts.cpp_option, non_private=opts.non_private,
-        calibration=opts.calibration, rng_state=state, center=_parse_center(opts.center),
+        calibration=opts.calibration, rng_state=state, center=parse_center(opts.center),
         block_rows=opts.block_rows, sensitivity=opts.sensitivity,
     )
 
@@ -172,6 +167,6 @@ def scree_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -
     """The PVE and scree figures, in each configured format (post-processing only)."""
     opts = cfg.scree
     for kind in dict.fromkeys(opts.plots):
-        fig = result.plot(type=kind)  # type: ignore[attr-defined]
+        fig = result.plot(type=kind)
         for fmt in dict.fromkeys(opts.plot_formats):
             fig.savefig(base / f"scree_{kind}.{fmt}", dpi=opts.dpi, format=fmt)

@@ -1,0 +1,31 @@
+"""Plan lines shared by the tasks: the numbers come from the release's planned records."""
+
+from __future__ import annotations
+
+from dppca_dask._rformat import format_r_scalar
+from dppca_dask.privacy.plan import Plan
+
+__all__ = ["clipped_line", "loading_line"]
+
+
+def loading_line(release: Plan, calibration: str, suffix: str = "") -> str:
+    """The loading release in words, its numbers from the planned record."""
+    r = release.first("loading", "gaussian_symmetric_matrix")
+    assert r.sensitivity is not None  # public: the plan states them
+    assert r.scale is not None
+    return (f"  loading: eps = {format_r_scalar(r.eps)} ; delta = {format_r_scalar(r.delta)}"
+            f" -> gaussian_symmetric_matrix, Frobenius sensitivity "
+            f"{format_r_scalar(r.sensitivity)}, noise sd {format_r_scalar(r.scale)} "
+            f"({calibration}){suffix}")
+
+
+def clipped_line(release: Plan, calibration: str) -> str:
+    """The clipped method's per-component Gaussian, its numbers from the planned record."""
+    r = next(r for r in release.records if r.component == "scree" and r.mechanism == "gaussian"
+             and r.sensitivity is not None)  # the clipped means: the only public-scale ones
+    assert r.sensitivity is not None
+    assert r.scale is not None
+    return (f"    clipped: per component eps = {format_r_scalar(r.eps)} ; delta = "
+            f"{format_r_scalar(r.delta)} -> gaussian, sensitivity "
+            f"{format_r_scalar(r.sensitivity)}, noise sd {format_r_scalar(r.scale)} "
+            f"({calibration})")
