@@ -96,3 +96,56 @@ def test_spend_record__refuses_impossible_spends(field, value):
     with pytest.raises(BudgetError, match=f"'{field}' field of SpendRecord"):
         SpendRecord(**{"component": "loading", "mechanism": "gaussian", "eps": 1.0,
                        "delta": 1e-5, field: value})
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"diag_fraction": -1.0}, "diag_fraction"),
+    ({"anneal_factor": -2.0}, "anneal_factor"),
+    ({"rounds_per_variable": 0}, "rounds_per_variable"),
+    ({"solver": "magic"}, "solver"),
+    ({"mean": "measure", "diag_fraction": 0.6, "mean_fraction": 0.5}, "mean_fraction"),
+])
+def test_pace_ggm_control__by_hand_validates(kwargs, name):
+    from dppca_dask.covariance.pace_ggm import PaceGGMControl, pace_ggm_control
+
+    with pytest.raises(ParameterError, match=f"'{name}' parameter of pace_ggm_control") as hand:
+        PaceGGMControl(**kwargs)
+    with pytest.raises(ParameterError) as factory:
+        pace_ggm_control(**kwargs)
+    assert str(hand.value) == str(factory.value)
+    assert PaceGGMControl() == pace_ggm_control()
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"method": ("uniform",), "sample_size": None, "bandwidth_scale": (("uniform", -1.0),)},
+     "bandwidth_scale\\['uniform'\\]"),
+    ({"method": ("gauss",), "sample_size": None, "bandwidth_scale": (("gauss", 0.2),)},
+     "method"),
+    ({"method": ("uniform",), "sample_size": 0, "bandwidth_scale": (("uniform", 0.2),)},
+     "sample_size"),
+    ({"method": ("center", "uniform"), "sample_size": None,
+      "bandwidth_scale": (("uniform", 0.2),)}, "bandwidth_scale"),
+])
+def test_sampling_control__by_hand_validates(kwargs, name):
+    from dppca_dask import sampling_control
+    from dppca_dask.pca.sampling import SamplingControl
+
+    with pytest.raises(ParameterError, match=f"{name}.? parameter of SamplingControl"):
+        SamplingControl(**kwargs)
+    assert SamplingControl(("uniform",), None, (("uniform", 0.25),)) == sampling_control()
+
+
+@pytest.mark.parametrize(("cls", "kwargs", "name"), [
+    ("ScorePlotControl", {"scatter_alpha": 2.0}, "scatter_alpha"),
+    ("ScorePlotControl", {"panel_size": -1.0}, "panel_size"),
+    ("ScorePlotControl", {"hist_alpha_range": (0.8, 0.2)}, "hist_alpha_range"),
+    ("ScreePlotControl", {"width": -3.0}, "width"),
+])
+def test_plot_controls__by_hand_validate(cls, kwargs, name):
+    from dppca_dask.plots.score import ScorePlotControl
+    from dppca_dask.plots.scree import ScreePlotControl
+
+    kind = {"ScorePlotControl": ScorePlotControl, "ScreePlotControl": ScreePlotControl}[cls]
+    with pytest.raises(ParameterError, match=f"'{name}' parameter of {cls}"):
+        kind(**kwargs)
+    kind()  # the defaults are valid

@@ -75,6 +75,39 @@ class PaceGGMControl:
     mean: str = "none"
     mean_fraction: float = 0.1
 
+    def __post_init__(self) -> None:
+        """Every field checked (and normalised) here, so a hand-built control is as safe as
+        :func:`pace_ggm_control`'s."""
+        o = _OWNER
+        values: dict[str, Any] = {
+            "diag_fraction": parse_real(self.diag_fraction, "diag_fraction", o, low=0.0,
+                                        high=1.0),
+            "measure_fraction": parse_real(self.measure_fraction, "measure_fraction", o,
+                                           low=0.0, high=1.0),
+            "rounds_per_variable": parse_int(self.rounds_per_variable, "rounds_per_variable", o,
+                                             low=1),
+            "anneal_factor": parse_real(self.anneal_factor, "anneal_factor", o, low=1.0,
+                                        low_open=False),
+            "anneal_threshold": parse_real(self.anneal_threshold, "anneal_threshold", o,
+                                           low=0.0, low_open=False),
+            "measured_penalty": parse_choice(self.measured_penalty, "measured_penalty", o,
+                                             ("sigma", "none")),
+            "diag_floor": parse_real(self.diag_floor, "diag_floor", o, low=0.0, high=1.0),
+            "gamma": parse_real(self.gamma, "gamma", o, low=0.0),
+            "solver": parse_choice(self.solver, "solver", o, ("newton", "pgd")),
+            "max_rounds": None if self.max_rounds is None else parse_int(
+                self.max_rounds, "max_rounds", o, low=1),
+            "mean": parse_choice(self.mean, "mean", o, ("none", "measure")),
+            "mean_fraction": parse_real(self.mean_fraction, "mean_fraction", o, low=0.0,
+                                        high=1.0),
+        }
+        if values["mean"] == "measure" and \
+                values["diag_fraction"] + values["mean_fraction"] >= 1.0:
+            raise bad_param("mean_fraction", o, "less than 1 - diag_fraction (budget must be "
+                            "left for the rounds)", self.mean_fraction)
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -157,29 +190,13 @@ def pace_ggm_control(
     >>> ctl.diag_fraction, ctl.measure_fraction, ctl.rounds_per_variable
     (0.1, 0.7, 4)
     """
-    control = PaceGGMControl(
-        diag_fraction=parse_real(diag_fraction, "diag_fraction", _OWNER, low=0.0, high=1.0),
-        measure_fraction=parse_real(measure_fraction, "measure_fraction", _OWNER, low=0.0,
-                                    high=1.0),
-        rounds_per_variable=parse_int(rounds_per_variable, "rounds_per_variable", _OWNER, low=1),
-        anneal_factor=parse_real(anneal_factor, "anneal_factor", _OWNER, low=1.0,
-                                 low_open=False),
-        anneal_threshold=parse_real(anneal_threshold, "anneal_threshold", _OWNER, low=0.0,
-                                    low_open=False),
-        measured_penalty=parse_choice(measured_penalty, "measured_penalty", _OWNER,
-                                      ("sigma", "none")),
-        diag_floor=parse_real(diag_floor, "diag_floor", _OWNER, low=0.0, high=1.0),
-        gamma=parse_real(gamma, "gamma", _OWNER, low=0.0),
-        solver=parse_choice(solver, "solver", _OWNER, ("newton", "pgd")),
-        max_rounds=None if max_rounds is None else parse_int(max_rounds, "max_rounds", _OWNER,
-                                                             low=1),
-        mean=parse_choice(mean, "mean", _OWNER, ("none", "measure")),
-        mean_fraction=parse_real(mean_fraction, "mean_fraction", _OWNER, low=0.0, high=1.0),
+    return PaceGGMControl(  # validated by the type itself
+        diag_fraction=diag_fraction, measure_fraction=measure_fraction,
+        rounds_per_variable=rounds_per_variable, anneal_factor=anneal_factor,
+        anneal_threshold=anneal_threshold, measured_penalty=measured_penalty,
+        diag_floor=diag_floor, gamma=gamma, solver=solver, max_rounds=max_rounds, mean=mean,
+        mean_fraction=mean_fraction,
     )
-    if control.mean == "measure" and control.diag_fraction + control.mean_fraction >= 1.0:
-        raise bad_param("mean_fraction", _OWNER, "less than 1 - diag_fraction (budget must be "
-                        "left for the rounds)", mean_fraction)
-    return control
 
 
 def as_control(control: Any, owner: str) -> PaceGGMControl:

@@ -26,7 +26,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from dppca_dask._rformat import format_r_named, format_r_scalar
-from dppca_dask._validation import bad_param, parse_int
+from dppca_dask._validation import bad_param, parse_int, parse_real
 from dppca_dask.errors import InputError
 from dppca_dask.rng import as_rng
 
@@ -62,6 +62,30 @@ class SamplingControl:
     method: tuple[str, ...]
     sample_size: int | None
     bandwidth_scale: tuple[tuple[str, float], ...]
+
+    def __post_init__(self) -> None:
+        """A hand-built control is checked as :func:`sampling_control` checks its arguments."""
+        owner = "SamplingControl"
+        methods = tuple(self.method) if isinstance(self.method, Sequence) and \
+            not isinstance(self.method, str) else ()
+        if not methods or any(m not in ("center", "uniform") for m in methods):
+            raise bad_param("method", owner, "a non-empty tuple of 'center' and/or 'uniform'",
+                            self.method)
+        size = None if self.sample_size is None else parse_int(self.sample_size, "sample_size",
+                                                               owner, low=1)
+        try:
+            scales = {str(k): float(v) for k, v in self.bandwidth_scale}
+        except (TypeError, ValueError):
+            raise bad_param("bandwidth_scale", owner, "(method, scale) pairs",
+                            self.bandwidth_scale) from None
+        for name, value in scales.items():
+            parse_real(value, f"bandwidth_scale[{name!r}]", owner, low=0.0, low_open=False)
+        if any(m not in scales for m in methods):
+            raise bad_param("bandwidth_scale", owner, "a scale for every method",
+                            self.bandwidth_scale)
+        object.__setattr__(self, "method", methods)
+        object.__setattr__(self, "sample_size", size)
+        object.__setattr__(self, "bandwidth_scale", tuple(scales.items()))
 
     @property
     def bandwidth(self) -> dict[str, float]:

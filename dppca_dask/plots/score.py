@@ -55,6 +55,23 @@ class ScorePlotControl:
     show_group_legend: bool = False
     panel_size: float = 3.4
 
+    def __post_init__(self) -> None:
+        """The numeric options checked here too, so a hand-built control fails early."""
+        owner = "ScorePlotControl"
+        parse_real(self.scatter_alpha, "scatter_alpha", owner, low=0, high=1, low_open=False,
+                   high_open=False)
+        for name in ("scatter_size", "base_size", "title_size", "panel_size"):
+            parse_real(getattr(self, name), name, owner, low=0)
+        pair = self.hist_alpha_range
+        if not (isinstance(pair, tuple) and len(pair) == 2
+                and all(isinstance(v, int | float) and 0 <= v <= 1 for v in pair)
+                and pair[0] <= pair[1]):
+            raise bad_param("hist_alpha_range", owner, "a non-decreasing pair within [0, 1]",
+                            pair)
+        if isinstance(self.group_ncol, bool) or not isinstance(self.group_ncol, int) \
+                or self.group_ncol < 1:
+            raise bad_param("group_ncol", owner, "a positive int", self.group_ncol)
+
 
 def _string(value: Any, name: str, owner: str) -> str:
     if not isinstance(value, str):

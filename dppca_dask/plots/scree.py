@@ -55,6 +55,12 @@ class ScreePlotControl:
     width: float = 7.0
     height: float = 5.0
 
+    def __post_init__(self) -> None:
+        """The sizes checked here too, so a hand-built control fails early."""
+        for name in ("lwd", "point_cex", "cex_main", "cex_lab", "cex_axis", "cex_legend",
+                     "width", "height"):
+            parse_real(getattr(self, name), name, "ScreePlotControl", low=0.0)
+
 
 _KEYED = ("labels", "colors", "lty", "pch")
 _SIZES = ("lwd", "point_cex", "cex_main", "cex_lab", "cex_axis", "cex_legend", "width", "height")
