@@ -149,3 +149,26 @@ def test_plot_controls__by_hand_validate(cls, kwargs, name):
     with pytest.raises(ParameterError, match=f"'{name}' parameter of {cls}"):
         kind(**kwargs)
     kind()  # the defaults are valid
+
+
+def test_budget_plan__by_hand_cannot_allocate_more_than_its_total():
+    from dppca_dask.privacy.budget import BudgetPlan
+
+    total = PrivacyBudget(1.0, 1e-5)
+    with pytest.raises(BudgetError, match="more than its total"):
+        BudgetPlan("dp_scree", (("loading", PrivacyBudget(1.0, 5e-6)),
+                                ("scree", PrivacyBudget(1.0, 5e-6))), total, False)
+    with pytest.raises(BudgetError, match="distinct component names"):
+        BudgetPlan("dp_scree", (("scree", total), ("scree", total)), PrivacyBudget(2, 2e-5),
+                   False)
+    BudgetPlan("dp_scree", (("loading", PrivacyBudget(0.5, 5e-6)),
+                            ("scree", PrivacyBudget(0.5, 5e-6))), total, True)
+
+
+@pytest.mark.parametrize(("rho", "allocations"), [(-1.0, ()), (0.5, (("a", 0.4), ("b", 0.2))),
+                                                  (0.5, (("a", -0.1),))])
+def test_zcdp_plan__by_hand_validates(rho, allocations):
+    from dppca_dask.privacy.zcdp import ZCDPPlan
+
+    with pytest.raises(BudgetError, match="ZCDPPlan"):
+        ZCDPPlan("dp_covariance", rho, allocations=allocations)

@@ -297,6 +297,30 @@ class BudgetPlan:
     implicit_split: bool
     prior: frozenset[str] = frozenset()
 
+    def __post_init__(self) -> None:
+        """A hand-built plan is as safe as :func:`resolve_budget`'s: its allocations are
+        budgets, name distinct components, and add up to at most its total."""
+        names = [name for name, _ in self.allocations]
+        if len(set(names)) != len(names) or not all(
+                isinstance(b, PrivacyBudget) for _, b in self.allocations):
+            raise BudgetError("The 'allocations' field of BudgetPlan must pair distinct "
+                              f"component names with PrivacyBudget values. Got "
+                              f"{self.allocations!r} instead.")
+        if not isinstance(self.total, PrivacyBudget):
+            raise BudgetError(f"The 'total' field of BudgetPlan must be a PrivacyBudget. Got "
+                              f"{self.total!r} instead.")
+        eps = math.fsum(b.eps for _, b in self.allocations)
+        delta = math.fsum(b.delta for _, b in self.allocations)
+        slack = 1.0 + 1e-9
+        if eps > self.total.eps * slack or delta > self.total.delta * slack + 1e-300:
+            raise BudgetError(f"The allocations of BudgetPlan add up to eps = {eps!r}, delta = "
+                              f"{delta!r}, more than its total (eps = {self.total.eps!r}, "
+                              f"delta = {self.total.delta!r}).")
+        unknown = set(self.prior) - set(names)
+        if unknown:
+            raise BudgetError(f"The 'prior' field of BudgetPlan names {sorted(unknown)}, which "
+                              "are not among its allocations.")
+
     def __getitem__(self, component: str) -> PrivacyBudget:
         for name, budget in self.allocations:
             if name == component:

@@ -86,6 +86,18 @@ class ZCDPPlan:
     delta: float | None = None
     allocations: tuple[tuple[str, float], ...] = ()
 
+    def __post_init__(self) -> None:
+        """ρ positive and finite, allocations non-negative and within ρ, however it was built."""
+        if isinstance(self.rho, bool) or not isinstance(self.rho, int | float) \
+                or not math.isfinite(self.rho) or self.rho <= 0:
+            raise BudgetError(f"The 'rho' field of ZCDPPlan must be a positive finite float. "
+                              f"Got {self.rho!r} instead.")
+        parts = [r for _, r in self.allocations]
+        if any(not math.isfinite(r) or r < 0 for r in parts) \
+                or math.fsum(parts) > self.rho * (1.0 + _ROUNDING):
+            raise BudgetError(f"The allocations of ZCDPPlan must be non-negative and add up to "
+                              f"at most rho = {self.rho!r}. Got {dict(self.allocations)} instead.")
+
     @property
     def requested(self) -> str:
         return "rho" if self.delta is None else "eps_delta"
