@@ -383,6 +383,10 @@ def fit_covariance(
 
 _MECHANISMS = {"ssp": "gaussian_zcdp_symmetric", "diagonal": "gaussian_zcdp",
                "mean": "gaussian_zcdp"}
+_PLAN_NOTES = {"ssp": "the whole second-moment matrix", "diagonal": "all d diagonal entries",
+               "mean": "all d column means",
+               "rounds": "select (exponential mechanism) + measure (Gaussian) per round; how "
+                         "many rounds and their split adapt to the data"}
 
 
 def plan_covariance(p: int, plan: ZCDPPlan, *, method: str = "pace_ggm",
@@ -397,7 +401,8 @@ def plan_covariance(p: int, plan: ZCDPPlan, *, method: str = "pace_ggm",
     records = []
     for name, rho in rho_allocations(method, plan.rho, control, p):
         mechanism = ADAPTIVE if name == "rounds" else _MECHANISMS[name]
-        records.append(planned(name, mechanism, 0.0, 0.0, rho=rho, calibration="zcdp"))
+        records.append(planned(name, mechanism, 0.0, 0.0, rho=rho, calibration="zcdp",
+                               note=_PLAN_NOTES.get(name, "")))
     eps_delta = None if plan.eps is None else (plan.eps, plan.delta or 0.0)
     return Plan(tuple(records), passes=1, accounting="zcdp", eps_delta=eps_delta,
                 adaptive=frozenset({"select", "measure"}) if method == "pace_ggm"

@@ -346,7 +346,8 @@ def loading_records(n: int, p: int, budget: BudgetPlan, *, calibration: str,
         p * (p + 1) // 2, spend, calibration)
     return (planned("loading", "gaussian_symmetric_matrix", spend.eps, spend.delta,
                     noise="gaussian", calibration=calibration, sensitivity=cal["sensitivity"],
-                    sensitivity_norm="frobenius", scale=cal["scale"]),)
+                    sensitivity_norm="frobenius", scale=cal["scale"],
+                    note="noisy spherical Kendall matrix"),)
 
 
 def plan_loading(n: int, p: int, budget: BudgetPlan, *, calibration: str = "classical",

@@ -66,7 +66,9 @@ from dppca_dask.pca.histograms import parse_methods as parse_score_methods
 from dppca_dask.pca.loading import SENSITIVITIES, loading_records
 from dppca_dask.pca.score import score_records, score_rounds, score_stage
 from dppca_dask.pca.scree import (
+    center_rounds,
     check_scree_args,
+    method_rounds,
     parse_center,
     resolve_k,
     scree_records,
@@ -85,8 +87,6 @@ from dppca_dask.rng import RngState, as_rng
 __all__ = ["dp_pca", "expected_reads", "plan_pca"]
 
 _OWNER = "dp_pca"
-_SCREE_ROUNDS = {"clipped": 1, "pmwm": 2}
-_CENTER_ROUNDS = {"private": 2, "empirical": 1}
 
 
 def expected_reads(*, scree_methods: Sequence[str], center: Any = "private",
@@ -104,9 +104,8 @@ def expected_reads(*, scree_methods: Sequence[str], center: Any = "private",
     >>> expected_reads(scree_methods=["huber"], huber_steps=9)
     13
     """
-    c = _CENTER_ROUNDS.get(center, 0) if isinstance(center, str) else 0
-    m = max(_SCREE_ROUNDS.get(name, 1 + huber_steps) for name in scree_methods)
-    return (0 if v_dp else 1) + max(c + m, 3 if frame == "durfee" else 2)
+    m = max(method_rounds(name, huber_steps) for name in scree_methods)
+    return (0 if v_dp else 1) + max(center_rounds(center) + m, score_rounds(frame))
 
 
 def _supplied_loading(v: np.ndarray, source: DataSource, plan: BudgetPlan, calibration: str,

@@ -372,22 +372,25 @@ def score_records(budget: BudgetPlan, *, methods: Sequence[str], frame: str,
     out: list[SpendRecord] = []
     if frame == "durfee":
         each = frame_eps / 4.0
-        out += [search_record(each / 2, "score") for _ in range(4)]  # centres: 2 sides each
-        out += [search_record(each, "score") for _ in range(2)]  # radii
+        out += [search_record(each / 2, "score", "frame centre: Durfee median (one side)")
+                for _ in range(4)]
+        out += [search_record(each, "score", "frame radius: Durfee quantile") for _ in range(2)]
         frame_delta = 0.0
     else:
         frame_delta = FRAME_SHARE * score_budget.delta
         third = PrivacyBudget(frame_eps / 3.0, frame_delta / 3.0)
-        out += [planned("score", "smooth_sensitivity_laplace", third.eps, third.delta)
-                for _ in range(3)]
+        out += [planned("score", "smooth_sensitivity_laplace", third.eps, third.delta,
+                        note="frame: smooth-sensitivity quantile") for _ in range(3)]
     hist = PrivacyBudget((1 - FRAME_SHARE) * score_budget.eps, score_budget.delta - frame_delta)
     for m in HISTOGRAM_METHODS:
         if m == "add" and m in methods:  # counts: L2 sensitivity sqrt(2), exact integer noise
             out.append(planned("score", "gaussian_histogram", hist.eps, hist.delta,
                                sensitivity=math.sqrt(2.0),
-                               scale=histogram_noise_sigma(hist, calibration)))
+                               scale=histogram_noise_sigma(hist, calibration),
+                               note="add histogram (groups: parallel composition)"))
         elif m in methods:
-            out.append(planned("score", _HISTOGRAM_MECHANISMS[m], hist.eps, hist.delta))
+            out.append(planned("score", _HISTOGRAM_MECHANISMS[m], hist.eps, hist.delta,
+                               note="sparse histogram (groups: parallel composition)"))
     return out
 
 

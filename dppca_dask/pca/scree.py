@@ -55,7 +55,9 @@ from dppca_dask.rng import RngState, as_rng
 
 __all__ = [
     "DEFAULT_MAX_K",
+    "center_rounds",
     "check_scree_args",
+    "method_rounds",
     "dp_scree",
     "plan_scree",
     "resolve_k",
@@ -370,14 +372,21 @@ def scree_stage(
     )
 
 
+def center_rounds(center: Any) -> int:
+    """Data passes of the centre: private 2, empirical 1, public constants 0."""
+    return {"private": 2, "empirical": 1}.get(center, 0) if isinstance(center, str) else 0
+
+
+def method_rounds(method: str, huber_steps: int = 0) -> int:
+    """Data passes of one method: clipped 1, pmwm 2 (cut-offs, then the mean), huber 1 + T."""
+    return {"clipped": 1, "pmwm": 2}.get(method, 1 + huber_steps)
+
+
 def scree_rounds(methods: Sequence[str], controls: dict[str, Any], n: int,
                  center: str | np.ndarray) -> int:
-    """Data passes of the scree stage: the centre's (private 2, empirical 1, constants 0), then
-    the methods' side by side (clipped 1, pmwm 2, huber 1 + T)."""
-    c = {"private": 2, "empirical": 1}.get(center, 0) if isinstance(center, str) else 0
-    rounds = [1 if m == "clipped" else 2 if m == "pmwm" else 1 + huber_defaults(n, controls[m])[0]
-              for m in methods]
-    return c + max(rounds)
+    """Data passes of the scree stage: the centre's, then the methods' side by side."""
+    steps = {m: huber_defaults(n, controls[m])[0] for m in methods if m == "huber"}
+    return center_rounds(center) + max(method_rounds(m, steps.get(m, 0)) for m in methods)
 
 
 def scree_records(n: int, budget: BudgetPlan, *, methods: Sequence[str],

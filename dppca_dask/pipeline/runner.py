@@ -220,7 +220,7 @@ def plan_run(config: RunConfig) -> RunPlan:
     return RunPlan(
         config, source, budget,
         tuple(spec.noise_plan(config, source, budget, release)),
-        tuple(spec.work_plan(config, source)), release,
+        tuple(spec.work_plan(config, source, release)), release,
     )
 
 
@@ -229,18 +229,19 @@ def _record_lines(plan: Plan) -> list[str]:
     lines: list[str] = []
     groups: list[tuple[tuple[Any, ...], int]] = []
     for r in plan.records:
-        key = (r.component, r.mechanism, r.status, r.eps, r.delta, r.rho)
+        key = (r.component, r.mechanism, r.status, r.eps, r.delta, r.rho, r.note)
         if groups and groups[-1][0] == key:
             groups[-1] = (key, groups[-1][1] + 1)
         else:
             groups.append((key, 1))
-    for (component, mechanism, status, eps, delta, rho), count in groups:
+    for (component, mechanism, status, eps, delta, rho, note), count in groups:
         amount = (f"rho = {format_r_scalar(rho)}" if plan.accounting == "zcdp" and rho is not None
                   else f"eps = {format_r_scalar(eps)} ; delta = {format_r_scalar(delta)}")
         times = f"{count} x " if count > 1 else ""
         tail = " (prior release: recorded, not spent)" if status == "prior" else ""
-        lines.append(f"    {component}: {times}{mechanism}, {amount}{' each' if count > 1 else ''}"
-                     f"{tail}")
+        what = f" -- {note}" if note and status != "prior" else ""
+        lines.append(f"    {component}: {times}{mechanism}, {amount}"
+                     f"{' each' if count > 1 else ''}{tail}{what}")
     return lines
 
 

@@ -66,7 +66,8 @@ class TaskSpec:
     owner: str
     noise_plan: Callable[[RunConfig, SourceInfo, BudgetPlan, Plan], list[str]]
     """How the noise is set, in words, with the numbers of the release's planned records."""
-    work_plan: Callable[[RunConfig, SourceInfo], list[str]]
+    work_plan: Callable[[RunConfig, SourceInfo, Plan], list[str]]
+    """The work in words; the number of passes is the plan's."""
     fit: Callable[[RunConfig, DataSource, BudgetPlan, RngState], Result]
     plan: Callable[[RunConfig, SourceInfo, BudgetPlan], Plan]
     """The release's plan as data (:class:`~dppca_dask.privacy.plan.Plan`): the estimator's
@@ -82,7 +83,7 @@ def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
     return [loading_line(release, cfg.loading.calibration)]
 
 
-def _loading_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
+def _loading_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
     opts = cfg.loading
     layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows, pairs=opts.pairs,
                             pair_block=opts.pair_block)

@@ -98,7 +98,7 @@ def covariance_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
     return lines
 
 
-def covariance_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
+def covariance_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
     opts = _options(cfg)
     d = src.p
     lines = [

@@ -27,11 +27,11 @@ from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
-from dppca_dask.pca.pca import expected_reads, fit_pca, plan_pca
+from dppca_dask.pca.pca import fit_pca, plan_pca
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
 from dppca_dask.pca.scree import DEFAULT_MAX_K, parse_center
-from dppca_dask.pca.scree_controls import HuberControl, resolve_controls
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
+from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.score import samples_table, score_noise
@@ -125,17 +125,10 @@ def pca_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan) 
     return lines + score_lines[1:]
 
 
-def pca_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
+def pca_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
     opts = cfg.pca
-    methods = parse_scree_methods(list(opts.scree_method), _OWNER)
-    steps = 0
-    if "huber" in methods:
-        controls = resolve_controls(methods, dict(opts.scree_control), owner=_OWNER)
-        huber = controls["huber"]
-        assert isinstance(huber, HuberControl)
-        steps = huber_defaults(src.n, huber)[0]
-    reads = expected_reads(scree_methods=methods, center=opts.center, huber_steps=steps,
-                           frame=opts.frame)
+    reads = release.passes
+    assert reads is not None
     layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows)
     return [
         "Work (pca):",

@@ -99,15 +99,17 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan
     return lines
 
 
-def score_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
+def score_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
     layout = kendall_layout(src.n, src.p, block_rows=cfg.score.block_rows)
+    assert release.passes is not None
+    frame = ("frame centre counts, frame radius counts" if cfg.score.frame == "durfee"
+             else "the observed scores (smooth frame)")
     return [
         "Work (score):",
         f"  Kendall pass: {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles, "
         f"{layout.n_tasks:,} tasks",
-        f"  then 3 passes of O(n p) over {len(src.chunks[0])} row chunk(s): frame centre "
-        "counts, frame radius counts, cell counts"
-        + (" per group" if cfg.input.group else ""),
+        f"  then {release.passes - 1} passes of O(n p) over {len(src.chunks[0])} row chunk(s): "
+        f"{frame}, cell counts" + (" per group" if cfg.input.group else ""),
         "  the driver holds count vectors over 5000 grid points and the cell counts",
     ]
 

@@ -20,8 +20,14 @@ from dppca_dask._rformat import format_r_scalar
 from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
-from dppca_dask.pca.scree import DEFAULT_MAX_K, fit_scree, parse_center, plan_scree
-from dppca_dask.pca.scree_controls import HuberControl, parse_methods, resolve_controls
+from dppca_dask.pca.scree import (
+    DEFAULT_MAX_K,
+    center_rounds,
+    fit_scree,
+    parse_center,
+    plan_scree,
+)
+from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.wording import clipped_line, loading_line
@@ -112,24 +118,19 @@ def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan
     return lines
 
 
-def scree_work(cfg: RunConfig, src: SourceInfo) -> list[str]:
+def scree_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
     opts = cfg.scree
-    methods = parse_methods(list(opts.method), _OWNER)
     lines = ["Work (scree):"]
     if opts.directions is None:
         layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows)
         lines.append(f"  Kendall pass: {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles, "
                      f"{layout.n_tasks:,} tasks")
-    centre = {"private": 2, "empirical": 1}.get(opts.center, 0) if isinstance(opts.center,
-                                                                              str) else 0
-    passes = 1 + (1 if "pmwm" in methods else 0)
-    if "huber" in methods:
-        controls = resolve_controls(methods, dict(opts.controls), owner=_OWNER)
-        huber = controls["huber"]
-        assert isinstance(huber, HuberControl)
-        passes = 1 + max(1 if "pmwm" in methods else 0, huber_defaults(src.n, huber)[0])
-    lines.append(f"  then {centre + passes} passes of O(n p k) over {len(src.chunks[0])} row "
-                 f"chunk(s): {centre} for the centre, {passes} for the methods together")
+    assert release.passes is not None
+    scree_passes = release.passes - (opts.directions is None)
+    centre = center_rounds(opts.center)
+    lines.append(f"  then {scree_passes} passes of O(n p k) over {len(src.chunks[0])} row "
+                 f"chunk(s): {centre} for the centre, {scree_passes - centre} for the methods "
+                 "together")
     lines.append("  each returns per-component sums or count vectors; noise is drawn on the driver")
     return lines
 
