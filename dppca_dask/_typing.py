@@ -1,24 +1,29 @@
 """Type aliases of the public API (for annotations; every value is still validated at run time).
 
 ``DataLike`` is what the estimators accept as X, ``RngLike`` what they accept as ``rng``, and the
-``Literal`` aliases name the methods and options by their accepted strings.
+``Literal`` aliases name the methods and options by their accepted strings. Aliases that name a
+package type live next to it: ``ScreeControlLike`` (pca/scree_controls.py), ``SamplingLike``
+(pca/sampling.py), ``DirectionsLike`` (pca/directions.py).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, TypeAlias, Union
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Union
 
 import numpy as np
 
-if TYPE_CHECKING:  # the heavy libraries are only needed to name the types
+if TYPE_CHECKING:  # only needed to name the types
     import dask.array as da
     import pandas as pd
     import xarray as xr
 
 __all__ = [
+    "BoundsLike",
     "Calibration",
+    "CenterLike",
+    "GroupLike",
     "CovarianceMethod",
     "DataLike",
     "FrameMethod",
@@ -45,3 +50,15 @@ Calibration: TypeAlias = Literal["classical", "analytic"]
 Sensitivity: TypeAlias = Literal["seed", "tight"]
 Pairs: TypeAlias = Literal["all", "blocks"]
 CovarianceMethod: TypeAlias = Literal["pace_ggm", "ssp", "diagonal"]
+
+
+GroupLike: TypeAlias = Union[str, np.ndarray, "pd.Series", Sequence[Any]]
+"""Group labels: one per row, or the name of a column / Zarr variable that holds them."""
+
+CenterLike: TypeAlias = Union[  # noqa: UP007
+    Literal["private", "empirical"], float, Sequence[float], np.ndarray,
+]
+"""Centring of the scree scores: private, empirical (outside the guarantee) or public constants."""
+
+BoundsLike: TypeAlias = Union[float, Sequence[float], Mapping[str, float]]  # noqa: UP007
+"""Public bounds |x_j| <= B_j: one B, one per variable, or a mapping variable -> B_j."""

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from dppca_dask._typing import CovarianceMethod, DataLike, RngLike
+from dppca_dask._typing import BoundsLike, CovarianceMethod, DataLike, RngLike
 from dppca_dask._validation import bad_param, parse_bool, parse_choice
 from dppca_dask.covariance.maxent import psd_project
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, as_control, initial_shares, run_pace_ggm
@@ -273,7 +273,7 @@ def dp_covariance(
     rho: float | None = None,
     eps: float | None = None,
     delta: float | None = None,
-    bounds: Any,
+    bounds: BoundsLike,
     method: CovarianceMethod = "pace_ggm",
     control: PaceGGMControl | Mapping[str, Any] | None = None,
     rng: RngLike = None,

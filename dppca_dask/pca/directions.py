@@ -7,8 +7,9 @@ and :func:`prior_record` the one record of its loading allocation (recorded, not
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import xarray as xr
@@ -22,7 +23,11 @@ from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import LoadingResult
 from dppca_dask.rng import RngState
 
-__all__ = ["SHARED", "Directions", "parse_v_dp", "prior_record", "release_directions"]
+__all__ = ["SHARED", "Directions", "DirectionsLike", "parse_v_dp", "prior_record", "release_directions"]
+
+
+DirectionsLike: TypeAlias = LoadingResult | xr.DataArray | np.ndarray | Sequence[Sequence[float]]
+"""Earlier private directions V_dp: a dp_loading result or a p x k matrix (one row per variable)."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -41,8 +41,10 @@ import xarray as xr
 
 from dppca_dask._typing import (
     Calibration,
+    CenterLike,
     DataLike,
     FrameMethod,
+    GroupLike,
     RngLike,
     ScoreMethod,
     ScreeMethod,
@@ -56,6 +58,7 @@ from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.directions import (
     SHARED,
     Directions,
+    DirectionsLike,
     parse_v_dp,
     prior_record,
     release_directions,
@@ -75,8 +78,8 @@ from dppca_dask.pca.scree import (
     scree_rounds,
     scree_stage,
 )
+from dppca_dask.pca.scree_controls import ScreeControlLike, resolve_controls
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
-from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.plan import Plan
@@ -131,18 +134,18 @@ def dp_pca(
     privacy: PrivacyControl,
     k: int | None = None,
     scree_method: ScreeMethod | Sequence[ScreeMethod] = "clipped",
-    scree_control: Any = None,
+    scree_control: ScreeControlLike = None,
     bins: int | Sequence[int] | None = None,
     score_method: ScoreMethod | Sequence[ScoreMethod] = ("add",),
     axes: Sequence[int] = (1, 2),
-    group: Any = None,
-    V_dp: Any = None,
+    group: GroupLike | None = None,
+    V_dp: DirectionsLike | None = None,
     mono: bool = True,
     cpp_option: bool = True,
     non_private: bool = False,
     calibration: Calibration = "classical",
     rng: RngLike = None,
-    center: Any = "private",
+    center: CenterLike = "private",
     frame: FrameMethod = "durfee",
     block_rows: int | None = None,
     sensitivity: Sensitivity = "seed",

@@ -19,13 +19,14 @@ import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias, Union
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
 from dppca_dask._rformat import format_r_named, format_r_scalar
+from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param, parse_int, parse_real
 from dppca_dask.errors import InputError
 from dppca_dask.rng import as_rng
@@ -53,6 +54,10 @@ def _r_strings(values: Sequence[str]) -> str:
     quoted = [f'"{v}"' for v in values]
     width = max(len(q) for q in quoted)
     return "[1] " + " ".join(q.ljust(width) for q in quoted)
+
+
+SamplingLike: TypeAlias = Union["SamplingControl", Mapping[str, Any], None]
+"""A :func:`~dppca_dask.sampling_control` object, a dict of its arguments, or None (defaults)."""
 
 
 @dataclass(frozen=True)
@@ -325,7 +330,7 @@ def sample_histogram(
     *,
     sampling: SamplingControl | Mapping[str, Any] | None = None,
     size: int | None = None,
-    rng: Any = None,
+    rng: RngLike = None,
 ) -> dict[str, pd.DataFrame]:
     """Draw synthetic points from one 2-D histogram (post-processing; docs/spec/SPEC_dppca.md §7.2).
 

@@ -24,12 +24,26 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dppca_dask._typing import Calibration, DataLike, FrameMethod, RngLike, ScoreMethod, Sensitivity
+from dppca_dask._typing import (
+    Calibration,
+    DataLike,
+    FrameMethod,
+    GroupLike,
+    RngLike,
+    ScoreMethod,
+    Sensitivity,
+)
 from dppca_dask._validation import parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
 from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.io.data import DataSource, as_data
-from dppca_dask.pca.directions import Directions, parse_v_dp, prior_record, release_directions
+from dppca_dask.pca.directions import (
+    Directions,
+    DirectionsLike,
+    parse_v_dp,
+    prior_record,
+    release_directions,
+)
 from dppca_dask.pca.frame import (
     FRAME_METHODS,
     INFLATE,
@@ -75,8 +89,8 @@ def dp_score(
     axes: Sequence[int] = (1, 2),
     bins: int | Sequence[int] | None = None,
     method: ScoreMethod | Sequence[ScoreMethod] = ("add",),
-    group: Any = None,
-    V_dp: Any = None,
+    group: GroupLike | None = None,
+    V_dp: DirectionsLike | None = None,
     frame: FrameMethod = "durfee",
     cpp_option: bool = True,
     non_private: bool = False,

@@ -26,17 +26,23 @@ from typing import Any
 
 import numpy as np
 
-from dppca_dask._typing import Calibration, DataLike, RngLike, ScreeMethod, Sensitivity
+from dppca_dask._typing import Calibration, CenterLike, DataLike, RngLike, ScreeMethod, Sensitivity
 from dppca_dask._validation import bad_param, parse_bool, parse_choice, parse_int
 from dppca_dask.errors import ParameterError
 from dppca_dask.graph.compute import moments
 from dppca_dask.graph.rounds import Stage, chain, counted, gather, once, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
-from dppca_dask.pca.directions import Directions, parse_v_dp, prior_record, release_directions
+from dppca_dask.pca.directions import (
+    Directions,
+    DirectionsLike,
+    parse_v_dp,
+    prior_record,
+    release_directions,
+)
 from dppca_dask.pca.loading import SENSITIVITIES, loading_records
 from dppca_dask.pca.postprocess import monotone_scree, ordered_eigh, scree_to_pve
-from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
+from dppca_dask.pca.scree_controls import ScreeControlLike, parse_methods, resolve_controls
 from dppca_dask.pca.scree_methods import (
     CENTER_SHARE,
     PROCEDURES,
@@ -102,14 +108,14 @@ def dp_scree(
     privacy: PrivacyControl,
     k: int | None = None,
     method: ScreeMethod | Sequence[ScreeMethod] = "clipped",
-    control: Any = None,
-    V_dp: Any = None,
+    control: ScreeControlLike = None,
+    V_dp: DirectionsLike | None = None,
     mono: bool = True,
     cpp_option: bool = True,
     non_private: bool = False,
     calibration: Calibration = "classical",
     rng: RngLike = None,
-    center: Any = "private",
+    center: CenterLike = "private",
     sensitivity: Sensitivity = "seed",
 ) -> ScreeResult:
     """Differentially private scree values (variances along private PC directions) and PVE.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias, Union
 
 from dppca_dask._validation import bad_param, parse_bool, parse_int, parse_real
 from dppca_dask.errors import ParameterError
@@ -163,6 +163,12 @@ class HuberControl:
 
 
 Control = ClippedControl | PMWMControl | HuberControl
+
+ScreeControl: TypeAlias = Union["ClippedControl", "PMWMControl", "HuberControl"]
+ScreeControlLike: TypeAlias = Union[  # noqa: UP007
+    Control, Mapping[str, Any], Mapping[str, "Control | Mapping[str, Any]"], None,
+]
+"""A scree control (or a dict of its parameters), or for several methods a dict keyed by method."""
 _TYPES: dict[str, type[Control]] = {"clipped": ClippedControl, "pmwm": PMWMControl,
                                     "huber": HuberControl}
 

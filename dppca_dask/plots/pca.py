@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param
+from dppca_dask.pca.sampling import SamplingLike
 from dppca_dask.plots._style import SavedFigure, figure, group_colors, style_panel
 
 __all__ = ["BIPLOT_SCALE", "PCA_PANELS", "PCAPlot", "biplot_arrows", "plot_pca"]
@@ -153,10 +155,10 @@ def plot_pca(
     fit: Any,
     *,
     panels: str | Sequence[str] = ("score", "biplot"),
-    sampling: Any = None,
+    sampling: SamplingLike = None,
     group_weights: str = "observed",
     control: Any = None,
-    rng: Any = None,
+    rng: RngLike = None,
     samples: Mapping[str, pd.DataFrame] | None = None,
 ) -> PCAPlot:
     """Draw the panels of a :class:`~dppca_dask.results.pca.PCAResult` (post-processing).

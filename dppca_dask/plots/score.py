@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param, parse_real
+from dppca_dask.pca.sampling import SamplingLike
 from dppca_dask.plots._style import SavedFigure, figure, group_colors, style_panel
 
 __all__ = ["PRIVATE_PLOTS", "ScorePlot", "ScorePlotControl", "plot_score", "score_plot_control"]
@@ -219,10 +221,10 @@ def plot_score(
     fit: Any,
     *,
     private_plot: str | Sequence[str] = ("histogram", "sample"),
-    sampling: Any = None,
+    sampling: SamplingLike = None,
     group_weights: str = "observed",
     control: ScorePlotControl | Mapping[str, Any] | None = None,
-    rng: Any = None,
+    rng: RngLike = None,
     samples: Mapping[str, Mapping[str, pd.DataFrame]] | None = None,
 ) -> ScorePlot:
     """Draw the score panels of a :class:`~dppca_dask.results.score.ScoreResult`.

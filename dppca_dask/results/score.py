@@ -29,9 +29,10 @@ import pandas as pd
 import xarray as xr
 
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
+from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param, parse_choice
 from dppca_dask.pca.frame import Frame
-from dppca_dask.pca.sampling import allocate_sizes, as_sampling_control, sample_cells
+from dppca_dask.pca.sampling import SamplingLike, allocate_sizes, as_sampling_control, sample_cells
 from dppca_dask.results.base import Result, budget_line
 from dppca_dask.rng import as_rng
 
@@ -176,11 +177,11 @@ class ScoreResult(Result):
 
     def sample(
         self,
-        sampling: Any = None,
+        sampling: SamplingLike = None,
         *,
         targets: Sequence[str] | None = None,
         group_weights: str = "observed",
-        rng: Any = None,
+        rng: RngLike = None,
     ) -> dict[str, dict[str, pd.DataFrame]]:
         """Synthetic score points from the released histograms (post-processing; no budget).
 
@@ -251,11 +252,11 @@ class ScoreResult(Result):
     def plot(
         self,
         private_plot: str | Sequence[str] = ("histogram", "sample"),
-        sampling: Any = None,
+        sampling: SamplingLike = None,
         *,
         group_weights: str = "observed",
         control: Any = None,
-        rng: Any = None,
+        rng: RngLike = None,
     ) -> Any:
         """Score plot panels (SPEC §9.1); see :func:`dppca_dask.plots.score.plot_score`."""
         from dppca_dask.plots.score import plot_score
