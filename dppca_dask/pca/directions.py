@@ -17,7 +17,7 @@ import xarray as xr
 from dppca_dask._validation import bad_param
 from dppca_dask.errors import InputError
 from dppca_dask.io.data import DataSource
-from dppca_dask.pca.loading import fit_loading
+from dppca_dask.pca.loading import release_loading
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import LoadingResult
@@ -130,7 +130,8 @@ def release_directions(
     if supplied is not None:
         matrix, how = supplied
         return Directions(matrix, (prior_record(plan, how),), how), None
-    fit = fit_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
-                       non_private=non_private, rng_state=rng_state, block_rows=block_rows,
-                       sensitivity=sensitivity)
-    return Directions(np.asarray(fit.directions.values), fit.ledger, "dp_loading"), fit
+    part = release_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
+                           non_private=non_private, rng_state=rng_state, block_rows=block_rows,
+                           sensitivity=sensitivity)
+    matrix = np.asarray(part.result.directions.values)
+    return Directions(matrix, part.records, "dp_loading"), part.result

@@ -40,7 +40,7 @@ from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.mechanisms import gaussian_calibration, gaussian_symmetric_matrix
 from dppca_dask.privacy.plan import Plan, planned
-from dppca_dask.results.base import LoadingResult, build_loading_result
+from dppca_dask.results.base import LoadingResult, Part, build_loading_result
 from dppca_dask.rng import as_rng
 
 __all__ = [
@@ -285,6 +285,25 @@ def fit_loading(
     sensitivity: str = "seed",
 ) -> LoadingResult:
     """Run the loading stage on a validated source (shared with dp_pca and the CLI)."""
+    return release_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
+                           non_private=non_private, rng_state=rng_state, block_rows=block_rows,
+                           pairs=pairs, pair_block=pair_block, sensitivity=sensitivity).result
+
+
+def release_loading(
+    source: DataSource,
+    plan: BudgetPlan,
+    *,
+    calibration: str,
+    cpp_option: bool,
+    non_private: bool,
+    rng_state: Any,
+    block_rows: int | None,
+    pairs: Pairs = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
+    sensitivity: str = "seed",
+) -> Part[LoadingResult]:
+    """The loading stage: its result and its spend record (handed over as objects)."""
     budget = plan.spend("loading")
     bound = sensitivity
     sensitivity_value = kendall_sensitivity(source.n, pairs=pairs, pair_block=pair_block,
@@ -318,7 +337,7 @@ def fit_loading(
             raise InputError("The non-private covariance reference needs at least two rows.")
         _, basis = ordered_eigh(m2 / (n - 1))
         reference = align_signs(basis, directions)
-    return build_loading_result(
+    return Part(build_loading_result(
         directions=directions,
         nonprivate=reference,
         variables=source.variables,
@@ -332,7 +351,7 @@ def fit_loading(
             "sensitivity": bound,
             "kendall_layout": layout.as_dict(),
         },
-    )
+    ), (release.record,))
 
 
 def loading_records(n: int, p: int, budget: BudgetPlan, *, calibration: str,

@@ -307,9 +307,9 @@ def fit_pca(
     score, scree = run(gather([score, scree]), backend)  # score first: its draws come first
     passes += backend.passes
 
-    ledger = [*loading.ledger,
-              *(r for r in scree.ledger if r.status == "spent"),
-              *(r for r in score.ledger if r.status == "spent")]
+    ledger = [*released.records,  # the parts hand over their records: no JSON round trip
+              *(r for r in scree.records if r.status == "spent"),
+              *(r for r in score.records if r.status == "spent")]
     meta = base_metadata(
         kind="pca", n=n, p=p, plan=plan, ledger=ledger, calibration=calibration,
         seeded=rng_state.seeded, non_private=non_private,
@@ -320,8 +320,8 @@ def fit_pca(
     root = xr.Dataset(attrs={"title": "dppca_dask: differentially private PCA (loading, scree "
                                       "and score parts)",
                              "dppca_kind": "pca", "dppca_metadata": json.dumps(meta)})
-    return build_pca_result(root, {"loading": loading.dataset, "scree": scree.dataset,
-                                   "score": score.dataset})
+    return build_pca_result(root, {"loading": loading.dataset, "scree": scree.result.dataset,
+                                   "score": score.result.dataset})
 
 
 def plan_pca(n: int, p: int, budget: BudgetPlan, *, k: int | None = None,

@@ -66,7 +66,7 @@ from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
 from dppca_dask.privacy.mechanisms import histogram_noise_sigma
 from dppca_dask.privacy.plan import Plan, planned
-from dppca_dask.results.base import base_metadata, coord_labels, freeze_dataset
+from dppca_dask.results.base import Part, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.score import ScoreResult
 from dppca_dask.rng import RngState, as_rng
 
@@ -225,7 +225,7 @@ def fit_score(
     return run(score_stage(
         source, plan, directions, axes=axes, m_bins=m_bins, methods=methods, frame=frame,
         non_private=non_private, calibration=calibration, rng_state=rng_state,
-        extra={"cpp_option": cpp_option, "v_dp_supplied": V_dp is not None}))
+        extra={"cpp_option": cpp_option, "v_dp_supplied": V_dp is not None})).result
 
 
 def score_stage(
@@ -241,7 +241,7 @@ def score_stage(
     calibration: str,
     rng_state: RngState,
     extra: dict[str, Any],
-) -> Stage[ScoreResult]:
+) -> Stage[Part[ScoreResult]]:
     """The score stage after the directions (:mod:`dppca_dask.graph.rounds`): the frame's
     passes, then the cell counts; returns the :class:`ScoreResult` (``released``: the
     directions and their ledger entries)."""
@@ -283,7 +283,7 @@ def score_stage(
     hist = release_histograms(counts, sizes, methods=methods, budget=hist_budget,
                               calibration=calibration, rng=state.generator, levels=levels)
     ledger = (*released.records, *frame_records, *hist.records)
-    return _build_result(
+    return Part(_build_result(
         source=source, plan=plan, ledger=ledger, frame=fr, x_breaks=x_breaks, y_breaks=y_breaks,
         hist=hist, counts=counts, sizes=sizes, levels=levels, codes=codes, directions=v2,
         labels=labels, axes=axes, bins=m_bins, observed=observed if non_private else None,
@@ -292,7 +292,7 @@ def score_stage(
                "score_split": {"frame_eps": FRAME_SHARE * score_budget.eps,
                                "frame_delta": frame_delta, "hist_eps": hist_budget.eps,
                                "hist_delta": hist_budget.delta}},
-    )
+    ), ledger)
 
 
 def _private(description: str) -> dict[str, Any]:

@@ -56,6 +56,7 @@ from dppca_dask.pca.scree_methods import (
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.results.base import Part
 from dppca_dask.results.scree import ScreeResult, build_scree_result
 from dppca_dask.rng import RngState, as_rng
 
@@ -245,7 +246,7 @@ def fit_scree(
     return run(scree_stage(source, plan, directions, methods=methods, controls=controls, k=k,
                            mono=mono, cpp_option=cpp_option, non_private=non_private,
                            calibration=calibration, rng_state=rng_state, center=center,
-                           lockstep=lockstep), backend)
+                           lockstep=lockstep), backend).result
 
 
 def resolve_k(k: Any, p: int, supplied: tuple[np.ndarray, str] | None, owner: str) -> int:
@@ -286,7 +287,7 @@ def scree_stage(
     rng_state: RngState,
     center: str | np.ndarray,
     lockstep: bool = True,
-) -> Stage[ScreeResult]:
+) -> Stage[Part[ScreeResult]]:
     """The scree part after the directions, as a stage of :mod:`dppca_dask.graph.rounds`.
 
     Its requests are :class:`~dppca_dask.graph.scree_passes.Request` objects on the scores of the
@@ -369,13 +370,13 @@ def scree_stage(
         "passes": passes,
         "draw_order": "lockstep" if lockstep else "sequential",
     }
-    return build_scree_result(
+    return Part(build_scree_result(
         methods=methods, scree=scree, scree_raw=raw, pve=pve, directions=directions,
         variables=source.variables,
         center=None if mode == "empirical" else np.asarray(ctx.center, dtype=np.float64),
         center_private=mode == "private", nonprivate=reference, n=n, plan=plan, ledger=ledger,
         calibration=calibration, seeded=rng_state.seeded, scree_meta=meta,
-    )
+    ), tuple(ledger))
 
 
 def center_rounds(center: Any) -> int:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import xarray as xr
@@ -126,6 +126,18 @@ class Result:
         return write_atomically(
             path, lambda tmp: self.dataset.to_netcdf(tmp, engine="h5netcdf"), overwrite=overwrite
         )
+
+
+R = TypeVar("R", bound=Result)
+
+
+@dataclass(frozen=True, eq=False)
+class Part(Generic[R]):
+    """What a stage hands over: the result it built and the spend records it wrote, as objects
+    (the records are not read back from the result's JSON metadata)."""
+
+    result: R
+    records: tuple[SpendRecord, ...]
 
 
 def freeze_dataset(ds: xr.Dataset) -> xr.Dataset:
