@@ -18,18 +18,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask._validation import parse_axes
-from dppca_dask.errors import InputError, ParameterError
+from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
 from dppca_dask.pca.pca import fit_pca, plan_pca
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
-from dppca_dask.pca.scree import DEFAULT_MAX_K, parse_center
+from dppca_dask.pca.scree import check_scree_args, parse_center, resolve_k
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
@@ -64,17 +63,8 @@ def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, 
                          f"Got {src.p} instead.")
     methods = parse_scree_methods(list(opts.scree_method), _OWNER)
     controls = resolve_controls(methods, dict(opts.scree_control), owner=_OWNER)
-    center = parse_center(opts.center)
-    if isinstance(center, np.ndarray) and center.size not in (1, src.p):
-        raise ParameterError(f"The 'center' parameter of {_OWNER} must be a number or {src.p} "
-                             f"constants (one per variable). Got {center.size} values instead.")
-    k = opts.k if opts.k is not None else min(src.p, DEFAULT_MAX_K)
-    if k > src.p:
-        raise ParameterError(f"The 'k' parameter of {_OWNER} must be an int in the range "
-                             f"[1, {src.p}]. Got {k} instead.")
-    if "huber" in methods and src.n < 4:
-        raise ParameterError(f"Method 'huber' of {_OWNER} needs at least 4 observations. "
-                             f"Got n = {src.n} instead.")
+    check_scree_args(src.n, src.p, methods, parse_center(opts.center), _OWNER)
+    k = resolve_k(opts.k, src.p, None, _OWNER)
     parse_axes(opts.axes, _OWNER, src.p)
     parse_bins(opts.bins, src.n, _OWNER)
     parse_methods(list(opts.score_method), _OWNER)

@@ -17,15 +17,17 @@ from typing import Any
 import numpy as np
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask.errors import InputError, ParameterError
+from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.scree import (
     DEFAULT_MAX_K,
     center_rounds,
+    check_scree_args,
     fit_scree,
     parse_center,
     plan_scree,
+    resolve_k,
 )
 from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
@@ -57,20 +59,12 @@ def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, 
     opts = cfg.scree
     methods = parse_methods(list(opts.method), _OWNER)
     controls = resolve_controls(methods, dict(opts.controls), owner=_OWNER)
-    center = parse_center(opts.center)
-    if isinstance(center, np.ndarray) and center.size not in (1, src.p):
-        raise ParameterError(f"The 'center' parameter of {_OWNER} must be a number or {src.p} "
-                             f"constants (one per variable). Got {center.size} values instead.")
-    k = opts.k if opts.k is not None else min(src.p, DEFAULT_MAX_K)
-    if opts.directions is None and k > src.p:
-        raise ParameterError(f"The 'k' parameter of {_OWNER} must be an int in the range "
-                             f"[1, {src.p}]. Got {k} instead.")
     if opts.directions is not None and not Path(opts.directions).exists():
         raise InputError(f"The directions result {opts.directions!r} (scree.directions) was "
                          "not found.")
-    if "huber" in methods and src.n < 4:
-        raise ParameterError(f"Method 'huber' of {_OWNER} needs at least 4 observations. "
-                             f"Got n = {src.n} instead.")
+    check_scree_args(src.n, src.p, methods, parse_center(opts.center), _OWNER)
+    k = resolve_k(opts.k, src.p, None, _OWNER) if opts.directions is None else \
+        opts.k or min(src.p, DEFAULT_MAX_K)  # a saved loading result: checked when it is read
     return methods, controls, k
 
 
