@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import struct
+import zlib
+from pathlib import Path
 
 import dask
 import numpy as np
@@ -50,6 +53,42 @@ def raise_if_dask_computes():
     """Like xarray's helper: any dask compute inside the block raises."""
     with dask.config.set(scheduler=_no_compute):
         yield
+
+
+def _one_pixel_png() -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data)))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00\xff")) + chunk(b"IEND", b""))
+
+
+PLACEHOLDER_PNG = _one_pixel_png()
+
+
+@contextlib.contextmanager
+def figures_not_rendered():
+    """Every figure is still built from its data, but never drawn: ``Figure.savefig`` writes a
+    fixed one-pixel PNG and ``Figure.draw_without_rendering`` (label repelling) does nothing.
+
+    For tests whose assertions never look at a figure's pixels (privacy, spend accounting);
+    drawing is most of an end-to-end run's time. The plot and report tests draw for real.
+    """
+    from matplotlib.figure import Figure
+
+    def savefig(self, fname, *args, **kwargs):
+        if hasattr(fname, "write"):
+            fname.write(PLACEHOLDER_PNG)
+        else:
+            Path(fname).write_bytes(PLACEHOLDER_PNG)
+
+    saved = Figure.savefig, Figure.draw_without_rendering
+    Figure.savefig, Figure.draw_without_rendering = savefig, lambda self: None
+    try:
+        yield
+    finally:
+        Figure.savefig, Figure.draw_without_rendering = saved
 
 
 def literal_upper(x, q, eps, rng, lower=0.0, beta=1.01, max_steps=5000):
