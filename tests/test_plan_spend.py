@@ -18,6 +18,7 @@ from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.runner import execute, plan_run
 from dppca_dask.privacy.accounting import ledger_totals
 from dppca_dask.privacy.plan import records_match
+from tests.helpers import figures_not_rendered
 
 REPO = Path(__file__).resolve().parents[1]
 SCREE_CONTROLS = yaml.safe_load((REPO / "configs" / "scree.yaml").read_text())["scree"]["controls"]
@@ -65,7 +66,7 @@ def test_plan__spend_equals_release_ledger_and_reservation(tmp_path, store, case
     assert (f"this release spends in total (basic composition): eps = "
             f"{format_r_scalar(plan.spend.eps)} ; delta = {format_r_scalar(plan.spend.delta)}"
             in printed.output)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), figures_not_rendered():  # spend only: no pixels needed
         warnings.simplefilter("ignore")
         outcome = execute(config, progress=False)
     result = outcome.result
