@@ -23,13 +23,19 @@ from dppca_dask.privacy.zcdp import zcdp_eps
 __all__ = ["Composition", "compose", "record_rho"]
 
 
+def _getter(record: SpendRecord | dict[str, Any]) -> Any:
+    if isinstance(record, dict):
+        return record.get
+    return lambda name: getattr(record, name)
+
+
 def record_rho(record: SpendRecord | dict[str, Any]) -> float | None:
     """The zCDP ρ a record's mechanism satisfies, or None when it has none (basic only).
 
     A stated ρ wins (Gaussian and zCDP mechanisms); a pure ε-DP record (δ = 0) satisfies
     ρ = ε²/2 (Bun & Steinke 2016, Prop. 1.4).
     """
-    get = record.get if isinstance(record, dict) else lambda k: getattr(record, k)
+    get = _getter(record)
     if get("status") == "prior":
         return 0.0
     rho = get("rho")
@@ -65,7 +71,7 @@ def compose(records: Iterable[SpendRecord | dict[str, Any]]) -> Composition:
     """Basic sums and the zCDP total of ``records`` (prior releases count for nothing here)."""
     basic_eps, basic_delta, rho, other_eps, other_delta = [], [], [], [], []
     for r in records:
-        get = r.get if isinstance(r, dict) else (lambda k, r=r: getattr(r, k))
+        get = _getter(r)
         if get("status") == "prior":
             continue
         eps, delta = float(get("eps")), float(get("delta"))
