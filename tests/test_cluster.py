@@ -214,7 +214,9 @@ def shared(tmp_path_factory) -> Iterator[dict]:
     base = tmp_path_factory.mktemp("cluster")
     data = base / "data.zarr"
     x = _write_data(data)
-    ref_cfg = _config(base, data, "local", {"kind": "local", "n_workers": 2})
+    # in-process workers (no processes to spawn while the real ones boot); the runs below on
+    # the address cluster are the multi-process ones, and must release the same directions
+    ref_cfg = _config(base, data, "local", {"kind": "local", "n_workers": 2, "processes": False})
     reference = {}
 
     def run_reference() -> None:  # while the scheduler and workers boot
