@@ -14,6 +14,7 @@ from dppca_dask import ConfigError, load_result, spherical_kendall
 from dppca_dask.cli import main
 from dppca_dask.pca.postprocess import ordered_eigh
 from dppca_dask.pipeline.config import RunConfig, load_config
+from tests.helpers import figures_not_rendered
 
 
 @pytest.fixture
@@ -27,6 +28,14 @@ def dataset(tmp_path) -> tuple[Path, np.ndarray]:
     )
     ds.chunk({"sample": 70}).to_zarr(path, consolidated=False)
     return path, x
+
+
+@pytest.fixture
+def undrawn():
+    """Figures built but not drawn, for tests that never look at them (the first run test and
+    the demo draw theirs)."""
+    with figures_not_rendered():
+        yield
 
 
 def _config(tmp_path: Path, data: Path, **overrides) -> Path:
@@ -71,6 +80,7 @@ def test_cli_run__writes_outputs_that_load_back(tmp_path, dataset):
     assert "Differentially Private PC Directions" in (out / "summary.txt").read_text()
 
 
+@pytest.mark.usefixtures("undrawn")
 def test_cli_run__refuses_existing_output_then_overwrites(tmp_path, dataset):
     data, _ = dataset
     cfg = _config(tmp_path, data)
@@ -180,6 +190,7 @@ def test_cli__missing_input_is_one_clear_line(tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
+@pytest.mark.usefixtures("undrawn")
 def test_cli_inspect__prints_summary(tmp_path, dataset):
     data, _ = dataset
     runner = CliRunner()
@@ -220,6 +231,7 @@ def test_cli_demo__runs_on_the_embedded_cluster(tmp_path):
     assert "report.html" in result.output
 
 
+@pytest.mark.usefixtures("undrawn")
 def test_cli_plan_and_run__pairs_blocks_from_config(tmp_path, dataset):
     data, x = dataset
     cfg = _config(tmp_path, data, loading={"pairs": "blocks", "pair_block": 64})
@@ -236,6 +248,7 @@ def test_cli_plan_and_run__pairs_blocks_from_config(tmp_path, dataset):
     np.testing.assert_allclose(fit.directions.values * signs, expected, atol=1e-9)
 
 
+@pytest.mark.usefixtures("undrawn")
 @pytest.mark.parametrize("calibration", ["classical", "analytic"])
 def test_cli_plan__prints_the_noise_sd_the_release_uses(tmp_path, dataset, calibration):
     # At eps = 10 the classical formula under-noises; the exact mechanism then uses a larger,
