@@ -47,6 +47,7 @@ from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.kernels.gram import clipped_gram
 from dppca_dask.privacy.accounting import SpendRecord
+from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.mechanisms import gaussian_zcdp, gaussian_zcdp_symmetric
 from dppca_dask.privacy.plan import ADAPTIVE, Plan, planned
 from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
@@ -341,6 +342,8 @@ def dp_covariance(
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_rows=1)
     b = parse_bounds(bounds, source.variables)
+    warn_guarantees(plan_covariance(source.p, plan, method=method, control=parsed_control),
+                    source.n)
     return fit_covariance(source, plan, bounds=b, method=method, control=parsed_control,
                            rng_state=state, report_clipping=report_clipping)
 

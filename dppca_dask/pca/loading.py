@@ -38,6 +38,7 @@ from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.postprocess import align_signs, ordered_eigh
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
+from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.mechanisms import gaussian_calibration, gaussian_symmetric_matrix
 from dppca_dask.privacy.plan import Plan, planned
 from dppca_dask.results.base import LoadingResult, Part, build_loading_result
@@ -264,6 +265,8 @@ def dp_loading(
     plan = resolve_budget(privacy, owner=owner)
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner)
+    warn_guarantees(plan_loading(source.n, source.p, plan, calibration=calibration, pairs=pairs,
+                                 pair_block=pair_block, sensitivity=sensitivity), source.n)
     return fit_loading(
         source, plan, calibration=calibration, cpp_option=cpp_option, non_private=non_private,
         rng_state=state, block_rows=block_rows, pairs=pairs, pair_block=pair_block,

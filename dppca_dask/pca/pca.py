@@ -82,6 +82,7 @@ from dppca_dask.pca.scree_controls import ScreeControlLike, resolve_controls
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
+from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import LoadingResult, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.pca import PCAResult, build_pca_result
@@ -239,6 +240,11 @@ def dp_pca(
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_cols=2, group=group)
+    supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
+    warn_guarantees(plan_pca(source.n, source.p, plan, k=k, scree_methods=scree_methods,
+                             controls=controls, score_methods=hist_methods, center=centering,
+                             frame=frame, supplied=supplied, calibration=calibration,
+                             sensitivity=sensitivity), source.n)
     return fit_pca(source, plan, k=k, scree_methods=scree_methods, controls=controls,
                     bins=bins, hist_methods=hist_methods, axes=axes, V_dp=V_dp, mono=mono,
                     cpp_option=cpp_option, non_private=non_private, calibration=calibration,

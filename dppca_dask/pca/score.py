@@ -64,6 +64,7 @@ from dppca_dask.pca.loading import SENSITIVITIES, loading_records
 from dppca_dask.pca.scree_methods import search_record
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
+from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.mechanisms import histogram_noise_sigma
 from dppca_dask.privacy.plan import Plan, planned
 from dppca_dask.results.base import Part, base_metadata, coord_labels, freeze_dataset
@@ -188,6 +189,10 @@ def dp_score(
     plan = resolve_budget(privacy, owner=owner, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner, min_cols=2, group=group)
+    supplied = parse_v_dp(V_dp, source, owner) if V_dp is not None else None
+    warn_guarantees(plan_score(source.n, source.p, plan, methods=methods, frame=frame,
+                               supplied=supplied, calibration=calibration,
+                               sensitivity=sensitivity), source.n)
     return fit_score(source, plan, axes=axes, bins=bins, methods=methods, V_dp=V_dp,
                       frame=frame, cpp_option=cpp_option, non_private=non_private,
                       calibration=calibration, rng_state=state, block_rows=block_rows,
@@ -401,7 +406,8 @@ def score_records(budget: BudgetPlan, *, methods: Sequence[str], frame: str,
             out.append(planned("score", "gaussian_histogram", hist.eps, hist.delta,
                                sensitivity=math.sqrt(2.0),
                                scale=histogram_noise_sigma(hist, calibration),
-                               note="add histogram (groups: parallel composition)"))
+                               note="add histogram (groups: parallel composition)",
+                               calibration=calibration))
         elif m in methods:
             out.append(planned("score", _HISTOGRAM_MECHANISMS[m], hist.eps, hist.delta,
                                note="sparse histogram (groups: parallel composition)"))

@@ -55,6 +55,7 @@ from dppca_dask.pca.scree_methods import (
 )
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
+from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Part
 from dppca_dask.results.scree import ScreeResult, build_scree_result
@@ -210,6 +211,10 @@ def dp_scree(
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER)
+    supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
+    warn_guarantees(plan_scree(source.n, source.p, plan, methods=methods, controls=controls, k=k,
+                               center=centering, supplied=supplied, calibration=calibration,
+                               sensitivity=sensitivity), source.n)
     return fit_scree(source, plan, methods=methods, controls=controls, k=k, V_dp=V_dp,
                       mono=mono, cpp_option=cpp_option, non_private=non_private,
                       calibration=calibration, rng_state=state, center=centering,
@@ -403,7 +408,7 @@ def scree_records(n: int, budget: BudgetPlan, *, methods: Sequence[str],
     scree_budget = budget.spend("scree")
     private = isinstance(center, str) and center == "private"
     share = CENTER_SHARE if private else 0.0
-    out = center_records(scree_budget.scaled(share)) if private else []
+    out = center_records(scree_budget.scaled(share), calibration) if private else []
     method_budget = scree_budget.scaled(1.0 - share)
     for m in methods:
         out += method_records(m, n, k, controls[m], method_budget, calibration)

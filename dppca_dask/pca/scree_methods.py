@@ -336,14 +336,15 @@ def search_record(eps: float, component: str = "scree", note: str = "") -> Spend
                    note=note)
 
 
-def center_records(budget: PrivacyBudget) -> list[SpendRecord]:
+def center_records(budget: PrivacyBudget, calibration: str = "classical") -> list[SpendRecord]:
     """The private centre's planned records (``budget``: the centre's share of the scree)."""
     out = []
     for j, share in enumerate(CENTER_ROUNDS, start=1):
         out.append(search_record(RADIUS_SHARE * share * budget.eps,
                                  note=f"centre round {j}: radius"))
         out.append(planned("scree", "gaussian", (1.0 - RADIUS_SHARE) * share * budget.eps,
-                           share * budget.delta, note=f"centre round {j}: ball-clipped mean"))
+                           share * budget.delta, note=f"centre round {j}: ball-clipped mean",
+                           calibration=calibration))
     return out
 
 
@@ -354,17 +355,19 @@ def method_records(method: str, n: int, k: int, control: Control, budget: Privac
     if isinstance(control, ClippedControl):
         cal = gaussian_calibration(control.C_clip / (n - 1.0), 1, per, calibration)
         return [planned("scree", "gaussian", per.eps, per.delta, sensitivity=cal["sensitivity"],
-                        scale=cal["scale"], note="clipped: clipped mean") for _ in range(k)]
+                        scale=cal["scale"], note="clipped: clipped mean", calibration=calibration)
+                for _ in range(k)]
     if isinstance(control, PMWMControl):
         searches = [search_record(per.eps / 4.0 / 2, note="pmwm: cut-off search (one side)")
                     for _ in range(4 * k)]  # 2 signed quantiles, each a search per side
         return searches + [planned("scree", "gaussian", per.eps / 2.0, per.delta,
-                                   note="pmwm: winsorized mean") for _ in range(k)]
+                                   note="pmwm: winsorized mean", calibration=calibration)
+                           for _ in range(k)]
     assert isinstance(control, HuberControl), method
     steps, _ = huber_defaults(n, control)
     eps_m2 = control.m2_frac * per.eps
     step = PrivacyBudget((1.0 - control.m2_frac) * per.eps,
                          spent_fractions(control)[1] * per.delta).scaled(1.0 / steps)
     return ([planned("scree", "laplace", eps_m2, note="huber: m2 histogram") for _ in range(k)]
-            + [planned("scree", "gaussian", step.eps, step.delta, note="huber: gradient step")
-               for _ in range(steps * k)])
+            + [planned("scree", "gaussian", step.eps, step.delta, note="huber: gradient step",
+                       calibration=calibration) for _ in range(steps * k)])
