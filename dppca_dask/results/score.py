@@ -76,6 +76,8 @@ def _budget_lines(meta: dict[str, Any]) -> list[str]:
         f"Score budget: eps = {_r(score['eps'])} ; delta = {_r(score['delta'])} "
         f"(frame eps = {_r(split['frame_eps'])} ; delta = {_r(split['frame_delta'])} ; "
         f"histogram eps = {_r(split['hist_eps'])} ; delta = {_r(split['hist_delta'])} each method)",
+        f"Spent by this release (basic composition): eps = {_r(meta['ledger_total']['eps'])} ; "
+        f"delta = {_r(meta['ledger_total']['delta'])}",
     ]
 
 
