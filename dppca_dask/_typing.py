@@ -28,6 +28,7 @@ __all__ = [
     "DataLike",
     "FrameMethod",
     "Pairs",
+    "PairsOption",
     "RngLike",
     "ScoreMethod",
     "ScreeMethod",
@@ -49,6 +50,8 @@ FrameMethod: TypeAlias = Literal["durfee", "smooth"]
 Calibration: TypeAlias = Literal["classical", "analytic"]
 Sensitivity: TypeAlias = Literal["seed", "tight"]
 Pairs: TypeAlias = Literal["all", "blocks"]
+PairsOption: TypeAlias = Literal["all", "blocks", "auto"]
+"""``"auto"``: all pairs while the all-pairs work is small, blocks above (from n and p only)."""
 CovarianceMethod: TypeAlias = Literal["pace_ggm", "ssp", "diagonal"]
 
 

@@ -137,3 +137,22 @@ def test_records_match__finds_a_wrong_amount_and_a_missing_record():
                                                 owner="dp_loading"))
     assert records_match(wrong, fit.ledger)
     assert records_match(wrong, ())
+
+
+@pytest.mark.parametrize("pairs", ["blocks", "auto"])
+def test_plan__pairs_modes_through_scree_score_and_pca(pairs):
+    pc = privacy_control(eps=3.0, delta=1e-5)
+    controls = {"clipped": CONTROLS["clipped"]}
+    budget = resolve_budget(pc, owner="dp_pca")
+    fit = dp_pca(X, privacy=pc, k=2, scree_control=controls, pairs=pairs, pair_block=40, rng=7)
+    plan = plan_pca(240, 4, budget, k=2, scree_methods=("clipped",), controls=controls,
+                    pairs="blocks" if pairs == "blocks" else "all", pair_block=40)
+    _check(plan, fit)
+    assert fit.loading.metadata["pairs"] == ("blocks" if pairs == "blocks" else "all")
+    fit = dp_score(X, privacy=pc, pairs=pairs, pair_block=40, rng=8)
+    _check(plan_score(240, 4, resolve_budget(pc, owner="dp_score"),
+                      pairs="blocks" if pairs == "blocks" else "all", pair_block=40), fit)
+    fit = dp_scree(X, privacy=pc, control=CONTROLS["clipped"], pairs=pairs, pair_block=40, rng=9)
+    _check(plan_scree(240, 4, resolve_budget(pc, owner="dp_scree"), methods=("clipped",),
+                      controls={"clipped": CONTROLS["clipped"]},
+                      pairs="blocks" if pairs == "blocks" else "all", pair_block=40), fit)

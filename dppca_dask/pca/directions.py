@@ -14,8 +14,10 @@ from typing import Any, TypeAlias
 import numpy as np
 import xarray as xr
 
+from dppca_dask._typing import Pairs
 from dppca_dask._validation import bad_param
 from dppca_dask.errors import InputError
+from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.io.data import DataSource
 from dppca_dask.pca.loading import release_loading
 from dppca_dask.privacy.accounting import SpendRecord
@@ -122,6 +124,8 @@ def release_directions(
     block_rows: int | None,
     sensitivity: str = "seed",
     non_private: bool = False,
+    pairs: Pairs = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> tuple[Directions, LoadingResult | None]:
     """The directions of a fit: the supplied ones (a prior release) or this fit's loading stage.
 
@@ -132,6 +136,6 @@ def release_directions(
         return Directions(matrix, (prior_record(plan, how),), how), None
     part = release_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
                            non_private=non_private, rng_state=rng_state, block_rows=block_rows,
-                           sensitivity=sensitivity)
+                           sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
     matrix = np.asarray(part.result.directions.values)
     return Directions(matrix, part.records, "dp_loading"), part.result

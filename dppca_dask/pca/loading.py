@@ -24,7 +24,7 @@ from typing import Any, cast
 import numpy as np
 import xarray as xr
 
-from dppca_dask._typing import Calibration, DataLike, Pairs, RngLike, Sensitivity
+from dppca_dask._typing import Calibration, DataLike, Pairs, PairsOption, RngLike, Sensitivity
 from dppca_dask._validation import parse_bool, parse_choice, parse_int
 from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import (
@@ -50,11 +50,19 @@ __all__ = [
     "dp_loading",
     "kendall_sensitivity",
     "loading_records",
+    "parse_pairs",
     "plan_loading",
+    "resolve_pairs",
     "spherical_kendall",
 ]
 
-PAIRS = ("all", "blocks")
+PAIRS = ("all", "blocks", "auto")
+
+AUTO_MAX_WORK = 5e11
+"""``pairs="auto"`` uses all pairs while the all-pairs work n(n−1)/2·p (pair-coordinates) is at
+most this, blocks above: about 2 core-minutes of the fused Kendall kernel at the ~4e9
+pair-coordinates per second per core measured on this project's 2-core machine (Gaussian data;
+docs/performance.md). p = 20: all pairs up to n ≈ 224 000; p = 50: up to n ≈ 141 000."""
 
 
 SENSITIVITIES: tuple[str, ...] = ("seed", "tight")
@@ -97,10 +105,32 @@ def kendall_sensitivity(
     return term * (max(sizes) - 1) / total
 
 
-def _parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[Pairs, int]:
-    pairs = cast(Pairs, parse_choice(pairs, "pairs", owner, PAIRS))
+def _parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[PairsOption, int]:
+    pairs = cast(PairsOption, parse_choice(pairs, "pairs", owner, PAIRS))
     pair_block = parse_int(pair_block, "pair_block", owner, low=2)
     return pairs, pair_block
+
+
+def parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[PairsOption, int]:
+    """``pairs`` ("all", "blocks" or "auto") and ``pair_block`` (an int >= 2), checked."""
+    return _parse_pairs(pairs, pair_block, owner)
+
+
+def resolve_pairs(pairs: str, n: int, p: int) -> tuple[Pairs, str]:
+    """The Kendall mode for ``pairs``, decided from the public n and p only, and why.
+
+    Examples
+    --------
+    >>> resolve_pairs("auto", 5000, 20)[0], resolve_pairs("auto", 10**6, 50)[0]
+    ('all', 'blocks')
+    """
+    if pairs != "auto":
+        return cast(Pairs, pairs), f"pairs={pairs!r} as given"
+    work = n * (n - 1) / 2 * p
+    mode: Pairs = "all" if work <= AUTO_MAX_WORK else "blocks"
+    rel = "<=" if mode == "all" else ">"
+    return mode, (f"pairs='auto' -> {mode}: all-pairs work n(n-1)/2 * p = {work:.3g} "
+                  f"{rel} {AUTO_MAX_WORK:.3g} pair-coordinates (about 2 core-minutes)")
 
 
 def _kendall_from_parts(parts: tuple[np.ndarray, int], expected: int) -> np.ndarray:
@@ -116,7 +146,7 @@ def spherical_kendall(
     *,
     cpp_option: bool = True,
     block_rows: int | None = None,
-    pairs: Pairs = "all",
+    pairs: PairsOption = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> xr.DataArray:
     """The exact (non-private) spherical Kendall matrix K̂ = 2/(n(n−1)) Σ_{i<j} u_ij u_ijᵀ.
@@ -158,8 +188,9 @@ def spherical_kendall(
     1.0
     """
     cpp_option = parse_bool(cpp_option, "cpp_option", "spherical_kendall")
-    pairs, pair_block = _parse_pairs(pairs, pair_block, "spherical_kendall")
+    requested, pair_block = _parse_pairs(pairs, pair_block, "spherical_kendall")
     source = as_data(X, owner="spherical_kendall")
+    pairs = resolve_pairs(requested, source.n, source.p)[0]
     graph, layout = kendall_sum(
         source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
         reread="auto" if source.origin == "zarr" else False,
@@ -185,7 +216,7 @@ def dp_loading(
     calibration: Calibration = "classical",
     rng: RngLike = None,
     block_rows: int | None = None,
-    pairs: Pairs = "all",
+    pairs: PairsOption = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
     sensitivity: Sensitivity = "seed",
 ) -> LoadingResult:
@@ -227,7 +258,9 @@ def dp_loading(
         value) into consecutive groups of at most ``pair_block`` rows and only within-group pairs
         are averaged -- an incomplete U-statistic with O(n·pair_block·p) work. The noise is
         calibrated to its sensitivity 2·max_g(b_g − 1)/P (P within-group pairs; 4/n for equal
-        groups), derived in docs/design/kendall_blocks_sensitivity.md. Row order should not
+        groups), derived in docs/design/kendall_blocks_sensitivity.md. ``"auto"``: all pairs
+        while n(n−1)/2·p ≤ :data:`AUTO_MAX_WORK`, blocks above (from n and p only, so the
+        choice is public; :func:`resolve_pairs`). Row order should not
         carry structure the groups could pick up (shuffle once with public randomness if it
         does); the release is private either way.
     pair_block
@@ -260,11 +293,12 @@ def dp_loading(
     cpp_option = parse_bool(cpp_option, "cpp_option", owner)
     non_private = parse_bool(non_private, "non_private", owner)
     calibration = parse_choice(calibration, "calibration", owner, CALIBRATIONS)  # type: ignore[assignment]
-    pairs, pair_block = _parse_pairs(pairs, pair_block, owner)
+    requested, pair_block = _parse_pairs(pairs, pair_block, owner)
     sensitivity = parse_choice(sensitivity, "sensitivity", owner, SENSITIVITIES)  # type: ignore[assignment]
     plan = resolve_budget(privacy, owner=owner)
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner)
+    pairs = resolve_pairs(requested, source.n, source.p)[0]
     warn_guarantees(plan_loading(source.n, source.p, plan, calibration=calibration, pairs=pairs,
                                  pair_block=pair_block, sensitivity=sensitivity), source.n)
     return fit_loading(

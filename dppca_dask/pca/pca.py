@@ -45,6 +45,8 @@ from dppca_dask._typing import (
     DataLike,
     FrameMethod,
     GroupLike,
+    Pairs,
+    PairsOption,
     RngLike,
     ScoreMethod,
     ScreeMethod,
@@ -52,6 +54,7 @@ from dppca_dask._typing import (
 )
 from dppca_dask._validation import parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
+from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.graph.rounds import gather, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
@@ -66,7 +69,7 @@ from dppca_dask.pca.directions import (
 from dppca_dask.pca.frame import FRAME_METHODS
 from dppca_dask.pca.histograms import parse_bins
 from dppca_dask.pca.histograms import parse_methods as parse_score_methods
-from dppca_dask.pca.loading import SENSITIVITIES, loading_records
+from dppca_dask.pca.loading import SENSITIVITIES, loading_records, parse_pairs, resolve_pairs
 from dppca_dask.pca.score import score_records, score_rounds, score_stage
 from dppca_dask.pca.scree import (
     center_rounds,
@@ -150,6 +153,8 @@ def dp_pca(
     frame: FrameMethod = "durfee",
     block_rows: int | None = None,
     sensitivity: Sensitivity = "seed",
+    pairs: PairsOption = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> PCAResult:
     """Differentially private PCA: directions, scree values/PVE and score histograms at once.
 
@@ -198,6 +203,11 @@ def dp_pca(
         The score frame (see :func:`~dppca_dask.dp_score`).
     block_rows
         Rows per block of the Kendall tiling.
+    pairs, pair_block
+        The Kendall pairs of the loading stage: ``"all"`` (default), ``"blocks"`` (linear time:
+        pairs within consecutive groups of at most ``pair_block`` rows) or ``"auto"`` (all while
+        the all-pairs work is small, blocks above; from n and p only); see
+        :func:`~dppca_dask.dp_loading`.
 
     Returns
     -------
@@ -237,19 +247,22 @@ def dp_pca(
     frame = parse_choice(frame, "frame", _OWNER, FRAME_METHODS)  # type: ignore[assignment]
     centering = parse_center(center)
     sensitivity = parse_choice(sensitivity, "sensitivity", _OWNER, SENSITIVITIES)  # type: ignore[assignment]
+    requested, pair_block = parse_pairs(pairs, pair_block, _OWNER)
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_cols=2, group=group)
+    pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
     warn_guarantees(plan_pca(source.n, source.p, plan, k=k, scree_methods=scree_methods,
                              controls=controls, score_methods=hist_methods, center=centering,
                              frame=frame, supplied=supplied, calibration=calibration,
-                             sensitivity=sensitivity), source.n)
+                             sensitivity=sensitivity, pairs=pairs,
+                    pair_block=pair_block), source.n)
     return fit_pca(source, plan, k=k, scree_methods=scree_methods, controls=controls,
                     bins=bins, hist_methods=hist_methods, axes=axes, V_dp=V_dp, mono=mono,
                     cpp_option=cpp_option, non_private=non_private, calibration=calibration,
                     rng_state=state, center=centering, frame=frame, block_rows=block_rows,
-                    sensitivity=sensitivity)
+                    sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
 
 
 def fit_pca(
@@ -272,6 +285,8 @@ def fit_pca(
     frame: str,
     block_rows: int | None = None,
     sensitivity: str = "seed",
+    pairs: Pairs = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> PCAResult:
     """Run dp_pca on a validated source (shared with the CLI's ``pca`` task)."""
     n, p = source.n, source.p
@@ -288,7 +303,8 @@ def fit_pca(
     released, fitted = release_directions(
         source, plan, supplied, calibration=calibration, cpp_option=cpp_option,
         rng_state=rng_state, block_rows=block_rows, sensitivity=sensitivity,
-        non_private=non_private)
+        non_private=non_private, pairs=pairs,
+        pair_block=pair_block)
     if fitted is None:
         passes = 0
         loading = _supplied_loading(released.matrix, source, plan, calibration,
@@ -334,7 +350,8 @@ def plan_pca(n: int, p: int, budget: BudgetPlan, *, k: int | None = None,
              scree_methods: Sequence[str] = ("clipped",), controls: dict[str, Any] | None = None,
              score_methods: Sequence[str] = ("add",), center: Any = "private",
              frame: str = "durfee", supplied: tuple[np.ndarray, str] | None = None,
-             calibration: str = "classical", sensitivity: str = "seed") -> Plan:
+             calibration: str = "classical", sensitivity: str = "seed",
+        pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
     """What ``dp_pca`` spends and how often it reads X, from public quantities only.
 
     The records are the fit's ledger: the loading release (or the supplied V_dp's prior
@@ -344,7 +361,8 @@ def plan_pca(n: int, p: int, budget: BudgetPlan, *, k: int | None = None,
     center = center if isinstance(center, np.ndarray) else parse_center(center)
     k = resolve_k(k, p, supplied, _OWNER)
     check_scree_args(n, p, scree_methods, center, _OWNER)
-    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity)
+    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity,
+                            pairs=pairs, pair_block=pair_block)
             if supplied is None else (prior_record(budget, supplied[1]),))
     records = [*head,
                *scree_records(n, budget, methods=scree_methods, controls=controls, k=k,

@@ -29,12 +29,15 @@ from dppca_dask._typing import (
     DataLike,
     FrameMethod,
     GroupLike,
+    Pairs,
+    PairsOption,
     RngLike,
     ScoreMethod,
     Sensitivity,
 )
 from dppca_dask._validation import parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
+from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.directions import (
@@ -60,7 +63,7 @@ from dppca_dask.pca.histograms import (
     parse_methods,
     release_histograms,
 )
-from dppca_dask.pca.loading import SENSITIVITIES, loading_records
+from dppca_dask.pca.loading import SENSITIVITIES, loading_records, parse_pairs, resolve_pairs
 from dppca_dask.pca.scree_methods import search_record
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
@@ -99,6 +102,8 @@ def dp_score(
     rng: RngLike = None,
     block_rows: int | None = None,
     sensitivity: Sensitivity = "seed",
+    pairs: PairsOption = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> ScoreResult:
     """Differentially private 2-D histograms of PC scores inside a private frame.
 
@@ -153,6 +158,11 @@ def dp_score(
         ``None``, an int seed, or a generator; the seed is never stored.
     block_rows
         Rows per block of the loading stage's Kendall tiling.
+    pairs, pair_block
+        The Kendall pairs of the loading stage: ``"all"`` (default), ``"blocks"`` (linear time:
+        pairs within consecutive groups of at most ``pair_block`` rows) or ``"auto"`` (all while
+        the all-pairs work is small, blocks above; from n and p only); see
+        :func:`~dppca_dask.dp_loading`.
 
     Returns
     -------
@@ -186,17 +196,20 @@ def dp_score(
     if bins is not None:
         parse_bins(bins, 2, owner)
     sensitivity = parse_choice(sensitivity, "sensitivity", owner, SENSITIVITIES)  # type: ignore[assignment]
+    requested, pair_block = parse_pairs(pairs, pair_block, owner)
     plan = resolve_budget(privacy, owner=owner, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner, min_cols=2, group=group)
+    pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, owner) if V_dp is not None else None
     warn_guarantees(plan_score(source.n, source.p, plan, methods=methods, frame=frame,
                                supplied=supplied, calibration=calibration,
-                               sensitivity=sensitivity), source.n)
+                               sensitivity=sensitivity, pairs=pairs,
+                    pair_block=pair_block), source.n)
     return fit_score(source, plan, axes=axes, bins=bins, methods=methods, V_dp=V_dp,
                       frame=frame, cpp_option=cpp_option, non_private=non_private,
                       calibration=calibration, rng_state=state, block_rows=block_rows,
-                      sensitivity=sensitivity)
+                      sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
 
 
 def fit_score(
@@ -214,6 +227,8 @@ def fit_score(
     rng_state: RngState,
     block_rows: int | None,
     sensitivity: str = "seed",
+    pairs: Pairs = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> ScoreResult:
     """Run dp_score on a validated source (shared with the CLI's ``score`` task)."""
     owner = "dp_score"
@@ -226,7 +241,8 @@ def fit_score(
     plan.spend("score")  # spendable (never prior): checked before any data pass
     directions, _ = release_directions(source, plan, supplied, calibration=calibration,
                                        cpp_option=cpp_option, rng_state=rng_state,
-                                       block_rows=block_rows, sensitivity=sensitivity)
+                                       block_rows=block_rows, sensitivity=sensitivity, pairs=pairs,
+        pair_block=pair_block)
     return run(score_stage(
         source, plan, directions, axes=axes, m_bins=m_bins, methods=methods, frame=frame,
         non_private=non_private, calibration=calibration, rng_state=rng_state,
@@ -422,9 +438,11 @@ def score_rounds(frame: str) -> int:
 
 def plan_score(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str] = ("add",),
                frame: str = "durfee", supplied: tuple[np.ndarray, str] | None = None,
-               calibration: str = "classical", sensitivity: str = "seed") -> Plan:
+               calibration: str = "classical", sensitivity: str = "seed",
+        pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
     """What ``dp_score`` spends and how often it reads X, from public quantities only."""
-    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity)
+    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity,
+                            pairs=pairs, pair_block=pair_block)
             if supplied is None else (prior_record(budget, supplied[1]),))
     records = [*head, *score_records(budget, methods=methods, frame=frame,
                                      calibration=calibration)]

@@ -26,10 +26,19 @@ from typing import Any
 
 import numpy as np
 
-from dppca_dask._typing import Calibration, CenterLike, DataLike, RngLike, ScreeMethod, Sensitivity
+from dppca_dask._typing import (
+    Calibration,
+    CenterLike,
+    DataLike,
+    Pairs,
+    PairsOption,
+    RngLike,
+    ScreeMethod,
+    Sensitivity,
+)
 from dppca_dask._validation import bad_param, parse_bool, parse_choice, parse_int
 from dppca_dask.errors import ParameterError
-from dppca_dask.graph.compute import moments
+from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK, moments
 from dppca_dask.graph.rounds import Stage, chain, counted, gather, once, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
@@ -40,7 +49,7 @@ from dppca_dask.pca.directions import (
     prior_record,
     release_directions,
 )
-from dppca_dask.pca.loading import SENSITIVITIES, loading_records
+from dppca_dask.pca.loading import SENSITIVITIES, loading_records, parse_pairs, resolve_pairs
 from dppca_dask.pca.postprocess import monotone_scree, ordered_eigh, scree_to_pve
 from dppca_dask.pca.scree_controls import ScreeControlLike, parse_methods, resolve_controls
 from dppca_dask.pca.scree_methods import (
@@ -119,6 +128,8 @@ def dp_scree(
     rng: RngLike = None,
     center: CenterLike = "private",
     sensitivity: Sensitivity = "seed",
+    pairs: PairsOption = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> ScreeResult:
     """Differentially private scree values (variances along private PC directions) and PVE.
 
@@ -178,6 +189,11 @@ def dp_scree(
         **outside the privacy guarantee** (flagged in the metadata; for R cross-checks). Or
         public constants: a number or one per variable (the centre of X), never computed from
         the data; the values are then mean squares about that centre.
+    pairs, pair_block
+        The Kendall pairs of the loading stage: ``"all"`` (default), ``"blocks"`` (linear time:
+        pairs within consecutive groups of at most ``pair_block`` rows) or ``"auto"`` (all while
+        the all-pairs work is small, blocks above; from n and p only); see
+        :func:`~dppca_dask.dp_loading`.
 
     Returns
     -------
@@ -208,17 +224,20 @@ def dp_scree(
     calibration = parse_choice(calibration, "calibration", _OWNER, CALIBRATIONS)  # type: ignore[assignment]
     centering = parse_center(center)
     sensitivity = parse_choice(sensitivity, "sensitivity", _OWNER, SENSITIVITIES)  # type: ignore[assignment]
+    requested, pair_block = parse_pairs(pairs, pair_block, _OWNER)
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER)
+    pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
     warn_guarantees(plan_scree(source.n, source.p, plan, methods=methods, controls=controls, k=k,
                                center=centering, supplied=supplied, calibration=calibration,
-                               sensitivity=sensitivity), source.n)
+                               sensitivity=sensitivity, pairs=pairs,
+                    pair_block=pair_block), source.n)
     return fit_scree(source, plan, methods=methods, controls=controls, k=k, V_dp=V_dp,
                       mono=mono, cpp_option=cpp_option, non_private=non_private,
                       calibration=calibration, rng_state=state, center=centering,
-                      sensitivity=sensitivity)
+                      sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
 
 
 def fit_scree(
@@ -238,6 +257,8 @@ def fit_scree(
     block_rows: int | None = None,
     lockstep: bool = True,
     sensitivity: str = "seed",
+    pairs: Pairs = "all",
+    pair_block: int = DEFAULT_PAIR_BLOCK,
 ) -> ScreeResult:
     """Run dp_scree on a validated source (shared with the CLI task); see :func:`dp_scree`."""
     supplied = None if V_dp is None else parse_v_dp(V_dp, source, _OWNER)
@@ -246,7 +267,8 @@ def fit_scree(
     plan.spend("scree")  # spendable (never prior): checked before any data pass
     directions, _ = release_directions(source, plan, supplied, calibration=calibration,
                                        cpp_option=cpp_option, rng_state=rng_state,
-                                       block_rows=block_rows, sensitivity=sensitivity)
+                                       block_rows=block_rows, sensitivity=sensitivity, pairs=pairs,
+        pair_block=pair_block)
     backend = ScoresBackend(source.array, directions.matrix[:, :k])
     return run(scree_stage(source, plan, directions, methods=methods, controls=controls, k=k,
                            mono=mono, cpp_option=cpp_option, non_private=non_private,
@@ -418,7 +440,8 @@ def scree_records(n: int, budget: BudgetPlan, *, methods: Sequence[str],
 def plan_scree(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str],
                controls: dict[str, Any], k: int | None = None, center: Any = "private",
                supplied: tuple[np.ndarray, str] | None = None,
-               calibration: str = "classical", sensitivity: str = "seed") -> Plan:
+               calibration: str = "classical", sensitivity: str = "seed",
+        pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
     """What ``dp_scree`` spends and how often it reads X, from public quantities only.
 
     ``supplied``: the parsed ``V_dp`` (:func:`~dppca_dask.pca.directions.parse_v_dp`), whose
@@ -427,7 +450,8 @@ def plan_scree(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str],
     center = center if isinstance(center, np.ndarray) else parse_center(center)
     k = resolve_k(k, p, supplied, _OWNER)
     check_scree_args(n, p, methods, center, _OWNER)
-    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity)
+    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity,
+                            pairs=pairs, pair_block=pair_block)
             if supplied is None else (prior_record(budget, supplied[1]),))
     records = [*head, *scree_records(n, budget, methods=methods, controls=controls, k=k,
                                      center=center, calibration=calibration)]

@@ -124,13 +124,14 @@ class _KendallOptions(_Model):
     calibration: Literal["classical", "analytic"] = "classical"
     sensitivity: Literal["seed", "tight"] = "seed"
     block_rows: PositiveInt | None = None
+    pairs: Literal["all", "blocks", "auto"] = "auto"
+    """Kendall pairs: ``auto`` (the CLI default) = all pairs while n(n-1)/2 * p is at most
+    :data:`~dppca_dask.pca.loading.AUTO_MAX_WORK`, blocks above (decided from n and p only)."""
+    pair_block: int = Field(default=4096, ge=2)
 
 
 class LoadingConfig(_KendallOptions):
     """Options of :func:`~dppca_dask.dp_loading`."""
-
-    pairs: Literal["all", "blocks"] = "all"
-    pair_block: int = Field(default=4096, ge=2)
 
 
 def _check_controls(controls: dict[Literal["clipped", "pmwm", "huber"], dict[str, Any]]) -> None:

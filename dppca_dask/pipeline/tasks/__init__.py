@@ -15,7 +15,7 @@ from typing import Any
 
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
-from dppca_dask.pca.loading import fit_loading, plan_loading
+from dppca_dask.pca.loading import fit_loading, plan_loading, resolve_pairs
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.covariance import (
     covariance_fit,
@@ -46,7 +46,7 @@ from dppca_dask.pipeline.tasks.scree import (
     scree_plan,
     scree_work,
 )
-from dppca_dask.pipeline.tasks.wording import loading_line
+from dppca_dask.pipeline.tasks.wording import loading_line, pairs_of
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
@@ -85,12 +85,13 @@ def _loading_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
 
 def _loading_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
     opts = cfg.loading
-    layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows, pairs=opts.pairs,
+    mode, why = resolve_pairs(opts.pairs, src.n, src.p)
+    layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows, pairs=mode,
                             pair_block=opts.pair_block)
-    mode = ("all pairs" if opts.pairs == "all" else
+    what = ("all pairs" if mode == "all" else
             f"pairs within {layout.n_blocks} groups of <= {opts.pair_block} consecutive rows")
     return [
-        f"Work (Kendall pass, {mode}):",
+        f"Work (Kendall pass, {what}; {why}):",
         f"  {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles of row blocks "
         f"({layout.n_blocks} blocks of <= {max(layout.block_sizes)} rows)",
         f"  {len(layout.units):,} work units, {layout.n_tasks:,} tasks, "
@@ -107,14 +108,15 @@ def _loading_fit(
     return fit_loading(
         source, budget, calibration=opts.calibration, cpp_option=opts.cpp_option,
         non_private=opts.non_private, rng_state=state, block_rows=opts.block_rows,
-        pairs=opts.pairs, pair_block=opts.pair_block, sensitivity=opts.sensitivity,
+        pairs=pairs_of(opts, source), pair_block=opts.pair_block, sensitivity=opts.sensitivity,
     )
 
 
 def _loading_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
     opts = cfg.loading
-    return plan_loading(src.n, src.p, budget, calibration=opts.calibration, pairs=opts.pairs,
-                        pair_block=opts.pair_block, sensitivity=opts.sensitivity)
+    return plan_loading(src.n, src.p, budget, calibration=opts.calibration,
+                        pairs=pairs_of(opts, src), pair_block=opts.pair_block,
+                        sensitivity=opts.sensitivity)
 
 
 def _loading_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> None:

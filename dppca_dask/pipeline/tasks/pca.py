@@ -23,7 +23,6 @@ import pandas as pd
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask._validation import parse_axes
 from dppca_dask.errors import InputError
-from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
 from dppca_dask.pca.pca import fit_pca, plan_pca
@@ -34,7 +33,7 @@ from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.score import samples_table, score_noise
-from dppca_dask.pipeline.tasks.wording import clipped_line
+from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, pairs_of
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
@@ -119,11 +118,9 @@ def pca_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
     opts = cfg.pca
     reads = release.passes
     assert reads is not None
-    layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows)
     return [
         "Work (pca):",
-        f"  Kendall pass: {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles, "
-        f"{layout.n_tasks:,} tasks (once; the directions are shared)",
+        *kendall_lines(opts, src, " (once; the directions are shared)"),
         f"  then {reads - 1} passes of O(n p k) over {len(src.chunks[0])} row chunk(s): the scree "
         "and score stages share each pass",
         f"  the input is read {reads} times in all",
@@ -138,7 +135,8 @@ def pca_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
                     controls=resolve_controls(methods, dict(opts.scree_control), owner=_OWNER),
                     score_methods=parse_methods(list(opts.score_method), _OWNER),
                     center=opts.center, frame=opts.frame, calibration=opts.calibration,
-                    sensitivity=opts.sensitivity)
+                    sensitivity=opts.sensitivity, pairs=pairs_of(opts, src),
+                    pair_block=opts.pair_block)
 
 
 def pca_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
@@ -151,7 +149,8 @@ def pca_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngStat
         axes=parse_axes(opts.axes, _OWNER), V_dp=None, mono=opts.mono,
         cpp_option=opts.cpp_option, non_private=opts.non_private,
         calibration=opts.calibration, rng_state=state, center=parse_center(opts.center),
-        frame=opts.frame, block_rows=opts.block_rows, sensitivity=opts.sensitivity)
+        frame=opts.frame, block_rows=opts.block_rows, sensitivity=opts.sensitivity,
+        pairs=pairs_of(opts, source), pair_block=opts.pair_block)
 
 
 def _long_samples(samples: dict[str, pd.DataFrame], method: str, observed: bool

@@ -21,13 +21,12 @@ import pandas as pd
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask._validation import parse_axes
 from dppca_dask.errors import InputError
-from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
 from dppca_dask.pca.score import FRAME_SHARE, fit_score, plan_score
 from dppca_dask.pipeline.config import RunConfig
-from dppca_dask.pipeline.tasks.wording import loading_line
+from dppca_dask.pipeline.tasks.wording import kendall_lines, loading_line, pairs_of
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget
 from dppca_dask.privacy.mechanisms import (
     stability_histogram_parameters,
@@ -100,14 +99,12 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan
 
 
 def score_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
-    layout = kendall_layout(src.n, src.p, block_rows=cfg.score.block_rows)
     assert release.passes is not None
     frame = ("frame centre counts, frame radius counts" if cfg.score.frame == "durfee"
              else "the observed scores (smooth frame)")
     return [
         "Work (score):",
-        f"  Kendall pass: {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles, "
-        f"{layout.n_tasks:,} tasks",
+        *kendall_lines(cfg.score, src),
         f"  then {release.passes - 1} passes of O(n p) over {len(src.chunks[0])} row chunk(s): "
         f"{frame}, cell counts" + (" per group" if cfg.input.group else ""),
         "  the driver holds count vectors over 5000 grid points and the cell counts",
@@ -119,7 +116,8 @@ def score_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
     opts = cfg.score
     return plan_score(src.n, src.p, budget, methods=parse_methods(list(opts.method), _OWNER),
                       frame=opts.frame, calibration=opts.calibration,
-                      sensitivity=opts.sensitivity)
+                      sensitivity=opts.sensitivity, pairs=pairs_of(opts, src),
+                      pair_block=opts.pair_block)
 
 
 def score_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
@@ -129,7 +127,7 @@ def score_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngSt
         methods=parse_methods(list(opts.method), _OWNER), V_dp=None, frame=opts.frame,
         cpp_option=opts.cpp_option, non_private=opts.non_private,
         calibration=opts.calibration, rng_state=state, block_rows=opts.block_rows,
-        sensitivity=opts.sensitivity,
+        sensitivity=opts.sensitivity, pairs=pairs_of(opts, source), pair_block=opts.pair_block,
     )
 
 

@@ -18,7 +18,6 @@ import numpy as np
 
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.errors import InputError
-from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.scree import (
     DEFAULT_MAX_K,
@@ -32,7 +31,7 @@ from dppca_dask.pca.scree import (
 from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pipeline.config import RunConfig
-from dppca_dask.pipeline.tasks.wording import clipped_line, loading_line
+from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, loading_line, pairs_of
 from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import LoadingResult, Result, load_result
@@ -116,9 +115,7 @@ def scree_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
     opts = cfg.scree
     lines = ["Work (scree):"]
     if opts.directions is None:
-        layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows)
-        lines.append(f"  Kendall pass: {layout.n_pairs:,} pairs in {layout.n_tiles:,} tiles, "
-                     f"{layout.n_tasks:,} tasks")
+        lines += kendall_lines(opts, src)
     assert release.passes is not None
     scree_passes = release.passes - (opts.directions is None)
     centre = center_rounds(opts.center)
@@ -137,7 +134,8 @@ def scree_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
                                                      "supplied dp_loading result")
     return plan_scree(src.n, src.p, _plan(cfg, budget), methods=methods, controls=controls,
                       k=opts.k, center=opts.center, supplied=supplied,
-                      calibration=opts.calibration, sensitivity=opts.sensitivity)
+                      calibration=opts.calibration, sensitivity=opts.sensitivity,
+                      pairs=pairs_of(opts, src), pair_block=opts.pair_block)
 
 
 def scree_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
@@ -155,6 +153,7 @@ def scree_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngSt
         V_dp=v_dp, mono=opts.mono, cpp_option=opts.cpp_option, non_private=opts.non_private,
         calibration=opts.calibration, rng_state=state, center=parse_center(opts.center),
         block_rows=opts.block_rows, sensitivity=opts.sensitivity,
+        pairs=pairs_of(opts, source), pair_block=opts.pair_block,
     )
 
 
