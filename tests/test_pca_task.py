@@ -45,6 +45,7 @@ def _write(tmp_path: Path, settings: dict) -> Path:
     return path
 
 
+@pytest.mark.slow  # draws every pca figure, and the report's, for real: 4-6 s
 def test_pca_task__run_writes_one_store_figures_samples_report(tmp_path, demo):
     cfg = _write(tmp_path, _settings(tmp_path, demo, samples_format="csv"))
     result = CliRunner().invoke(main, ["run", str(cfg)])
