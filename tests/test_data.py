@@ -78,7 +78,8 @@ def test_as_data__chunk_rows(values):
     (np.ones((3, 2), dtype=complex), "must hold real numbers. Got complex values"),
     (np.ones((1, 3)), "must have at least two rows. Got 1 instead"),
     (np.ones((3, 0)), "must have at least one column. Got 0 instead"),
-    ([[1.0, 2.0], [3.0, 4.0]], r"must be a NumPy array, pandas DataFrame, .* Got list instead"),
+    ([[1.0, 2.0], [3.0, 4.0]], r"must be a NumPy array, pandas or Dask DataFrame, .* Got list "
+                               r"instead"),
     ({"a": [1.0]}, "Got dict instead"),
     (3.0, "Got float instead"),
     (np.ma.masked_array(np.ones((3, 2))), "Got MaskedArray instead"),
@@ -327,8 +328,8 @@ def test_as_data__zarr_path_errors(tmp_path):
     (tmp_path / "dir").mkdir()
     with pytest.raises(InputError, match="is not a readable Zarr array or group"):
         as_data(tmp_path / "dir")
-    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(InputError, match=r"Convert CSV, Parquet or .npy files"):
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")  # tables are read directly now
+    with pytest.raises(InputError, match=r"must have at least two rows\. Got 1 instead"):
         as_data(str(tmp_path / "data.csv"))
     bad = tmp_path / "bad.zarr"
     bad.mkdir()

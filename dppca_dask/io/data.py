@@ -1,7 +1,9 @@
 """Input adapters: every estimator turns its ``X`` into one :class:`DataSource` here.
 
-Accepted inputs are NumPy arrays, pandas data frames, dask arrays, xarray objects and paths or
-URLs of Zarr arrays and groups (docs/spec/SPEC_dppca.md §3.1). The result is always an ``n × p`` float64
+Accepted inputs are NumPy arrays, pandas data frames, dask arrays, xarray objects, paths or
+URLs of Zarr arrays and groups (docs/spec/SPEC_dppca.md §3.1), and tables -- Dask DataFrames,
+Parquet files or directories, CSV files or globs (:mod:`dppca_dask.io.tables`: read in
+parallel on the workers, numeric columns only, the same non-numeric-column warning as pandas). The result is always an ``n × p`` float64
 dask array whose columns sit in one chunk and whose rows are chunked.
 
 Invariants: lazy inputs (dask, xarray on dask, Zarr) are never computed here -- their finiteness is
@@ -30,14 +32,16 @@ import xarray as xr
 
 from dppca_dask._validation import parse_int
 from dppca_dask.errors import DPPCAError, InputError
+from dppca_dask.io.tables import Table, open_table, table_kind
 from dppca_dask.io.zarr_guard import MissingChunkError, check_chunks, guarded, missing_message
 
 __all__ = ["DataSource", "SourceInfo", "as_data", "describe_source"]
 
 CHUNK_BYTES = 64 * 2**20
 _WORDS = {1: "one", 2: "two", 3: "three", 4: "four"}
-_ACCEPTED = ("a NumPy array, pandas DataFrame, dask array, xarray DataArray or Dataset, "
-             "or a path to a Zarr array or group")
+_ACCEPTED = ("a NumPy array, pandas or Dask DataFrame, dask array, xarray DataArray or "
+             "Dataset, a path to a Zarr array or group, a Parquet file or directory, or a CSV "
+             "file or glob")
 
 ColumnSpec = str | int | Sequence[str | int] | None
 
@@ -86,6 +90,7 @@ class _Parts:
     frame: pd.DataFrame | None = None
     dataset: xr.Dataset | None = None
     dataarray: xr.DataArray | None = None
+    table: Table | None = None
 
 
 def _x_error(owner: str, rule: str, got: str) -> InputError:
@@ -293,8 +298,9 @@ def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner
     try:
         node = guarded(zarr.open(store=store, mode="r", **opts), path)
     except (OSError, ValueError, KeyError, TypeError) as exc:  # "not Zarr", corrupt metadata
-        hint = (" Convert CSV, Parquet or .npy files with dppca_dask.io.convert.convert first."
-                if path.lower().endswith((".csv", ".gz", ".parquet", ".pq", ".npy")) else "")
+        hint = (" Convert .npy or compressed CSV files with dppca_dask.io.convert.convert first "
+                "(CSV and Parquet are read directly)."
+                if path.lower().endswith((".gz", ".npy")) else "")
         raise InputError(f"Input {path!r} is not a readable Zarr array or group "
                          f"({type(exc).__name__}: {exc}).{hint}") from None
     if isinstance(node, zarr.Array):
@@ -332,6 +338,17 @@ def _open_zarr(path: str, array: str | None, storage_options: dict | None, owner
 def _resolve(X: Any, owner: str, array: str | None, storage_options: dict | None,
              columns: ColumnSpec, group: Any) -> _Parts:
     """Turn any accepted ``X`` into a 2-D array plus names, selecting ``columns``."""
+    kind = table_kind(X)
+    if kind is not None:
+        try:
+            table = open_table(X, kind)
+        except FileNotFoundError:
+            raise InputError(f"The 'X' parameter of {owner}: no {kind} input found at "
+                             f"{os.fspath(X)!r}.") from None
+        pos, _ = frame_columns(table.meta, columns, group, owner, stacklevel=5)
+        names = tuple(str(table.meta.columns[i]) for i in pos)
+        return _Parts(table.columns(pos), names, table.origin,
+                      path=None if kind == "dataframe" else os.fspath(X), table=table)
     if isinstance(X, str | os.PathLike):
         parts = _open_zarr(os.fspath(X), array, storage_options, owner, group)
     elif isinstance(X, pd.DataFrame):
@@ -400,6 +417,10 @@ def _group_labels(group: Any, parts: _Parts, n: int, owner: str) -> np.ndarray:
     if not isinstance(group, str):
         return column_labels(group, n, owner)
     raw: pd.Series | xr.DataArray
+    if parts.table is not None:
+        if group not in [str(c) for c in parts.table.meta.columns]:
+            raise InputError(f"Column {group!r} was not found in 'X'.")
+        return column_labels(parts.table.labels(group), n, owner)
     if parts.frame is not None:
         raw = parts.frame.iloc[:, [str(c) for c in parts.frame.columns].index(group)]
     elif parts.dataset is not None and group in parts.dataset.variables:
@@ -422,8 +443,10 @@ def as_data(X: Any, *, owner: str = "dp_loading", columns: ColumnSpec = None,
     ----------
     X
         NumPy array, pandas DataFrame (non-numeric columns are dropped with a warning), dask
-        array, xarray DataArray (dims: samples, variables) or Dataset, or a path/URL of a Zarr
-        array or group (a group written by ``xarray.Dataset.to_zarr`` or by :func:`convert`).
+        array, xarray DataArray (dims: samples, variables) or Dataset, a path/URL of a Zarr
+        array or group (a group written by ``xarray.Dataset.to_zarr`` or by :func:`convert`),
+        or a table: a Dask DataFrame, a Parquet file or directory, a CSV file or glob
+        (numeric columns, as for pandas; read in parallel, :mod:`dppca_dask.io.tables`).
     owner
         Public function name used in error messages.
     columns

@@ -193,7 +193,7 @@ def spherical_kendall(
     pairs = resolve_pairs(requested, source.n, source.p)[0]
     graph, layout = kendall_sum(
         source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
-        reread="auto" if source.origin == "zarr" else False,
+        reread="auto" if source.origin in ("zarr", "parquet") else False,
     )
     (parts,) = run(once(graph))
     k = _kendall_from_parts(parts, layout.n_pairs)
@@ -347,7 +347,7 @@ def release_loading(
                                             bound=bound)
     graph, layout = kendall_sum(
         source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
-        reread="auto" if source.origin == "zarr" else False,
+        reread="auto" if source.origin in ("zarr", "parquet") else False,
     )
     derivation: list[str] = []  # public: how the sensitivity was derived (recorded)
     if bound == "tight":
