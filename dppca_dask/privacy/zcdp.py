@@ -6,11 +6,17 @@ Used by the covariance estimators, which are natively ρ-zCDP (docs/spec/SPEC_co
 * A Gaussian mechanism with L2 sensitivity Δ and noise σ is Δ²/(2σ²)-zCDP (Prop. 1.6).
 * An exponential mechanism run with parameter ε (selection probability ∝ exp(ε·q/(2Δ_q))) is
   ε-DP and ε²/8-zCDP (Cesar & Rogers 2021, bounded range; the accounting AIM uses).
-* Reporting: ρ-zCDP implies (ε, δ)-DP for every δ in (0, 1) with ε = ρ + 2·√(ρ·ln(1/δ))
-  (Bun & Steinke 2016, Prop. 1.3). A request given as (ε, δ) is converted to the *largest* ρ
-  whose conversion meets it: with L = ln(1/δ), ρ + 2√(ρL) = ε is a quadratic in √ρ, so
-  ρ = (√(L + ε) − √L)². (Tighter conversions exist -- Canonne, Kamath & Steinke 2020 -- this one
-  is the one the spec names and is conservative.)
+* Reporting: ρ-zCDP implies (ε, δ)-DP for every δ in (0, 1) with (Canonne, Kamath & Steinke
+  2020, "The Discrete Gaussian for Differential Privacy", Prop. 12 and Cor. 13; the conversion
+  OpenDP and dp-accounting use)
+
+      ε(ρ, δ) = inf_{α>1}  αρ + (ln(1/δ) + (α − 1)·ln(1 − 1/α) − ln α)/(α − 1)
+
+  (:func:`zcdp_eps`). Every α > 1 gives a valid ε, and the infimum is attained at the unique
+  root of ρ(α − 1)² = ln(1/δ) − ln α, found by bisection to the last bit. It is never larger
+  than Bun & Steinke's (2016, Prop. 1.3) ρ + 2·√(ρ·ln(1/δ)), the bound without the last two
+  terms. A request given as (ε, δ) is converted to the *largest* ρ whose conversion meets it
+  (:func:`zcdp_rho`, a bisection that ends on the side that meets it).
 
 Invariants: an :class:`Odometer` never lets the recorded spending exceed its total, summed
 exactly (:func:`math.fsum`) or left to right in float; a request that would overshoot only by
@@ -36,39 +42,122 @@ __all__ = [
     "ledger_rho",
     "resolve_zcdp",
     "zcdp_eps",
+    "zcdp_order",
     "zcdp_rho",
 ]
+
+CONVERSION = ("largest rho with eps_CKS(rho, delta) <= eps, eps_CKS = inf over a > 1 of a*rho + "
+              "(ln(1/delta) + (a-1)*ln(1-1/a) - ln(a))/(a-1) (Canonne, Kamath & Steinke 2020)")
+"""How an (ε, δ) request becomes ρ, as the plan's metadata states it."""
 
 _ROUNDING = 1e-12
 """Relative slack within which an overshooting request is treated as rounding and trimmed."""
 
 
+def _check_delta(delta: float, owner: str) -> float:
+    delta = float(delta)
+    if not delta > 0.0:  # also NaN
+        raise ValueError(f"{owner} needs delta > 0. Got {delta!r}.")
+    return delta
+
+
+def _cks_eps(rho: float, log_inv_delta: float, alpha: float) -> float:
+    """The CKS ε at order ``alpha`` (valid for every α > 1), written with log1p for accuracy:
+    αρ + ln(1 − 1/α) + (ln(1/δ) − ln α)/(α − 1)."""
+    x = alpha - 1.0
+    return alpha * rho + (math.log(x) - math.log1p(x)) + (log_inv_delta - math.log1p(x)) / x
+
+
+def zcdp_order(rho: float, delta: float) -> float:
+    """The Rényi order α* > 1 at which :func:`zcdp_eps` attains its infimum.
+
+    The derivative of the CKS objective in α is ρ − (ln(1/δ) − ln α)/(α − 1)², increasing
+    through zero once, so α* = 1 + x with x the root of ρx² + ln(1 + x) = ln(1/δ) in
+    (0, √(ln(1/δ)/ρ)]; bisection runs until the bracket is two adjacent floats.
+
+    Examples
+    --------
+    >>> round(zcdp_order(0.5, 1e-5), 6)
+    5.43185
+    """
+    rho, delta = float(rho), _check_delta(delta, "zcdp_order")
+    if not (rho > 0.0 and math.isfinite(rho)) or delta >= 1.0:
+        raise ValueError(f"zcdp_order needs a positive finite rho and delta < 1. "
+                         f"Got rho = {rho!r}, delta = {delta!r}.")
+    log_inv_delta = -math.log(delta)
+    lo, hi = 0.0, math.sqrt(log_inv_delta / rho)  # g(lo) < 0 <= g(hi)
+    for _ in range(2200):  # each step halves the bracket; far more than the float range needs
+        mid = lo + (hi - lo) / 2.0
+        if not lo < mid < hi:
+            break
+        if rho * mid * mid + math.log1p(mid) < log_inv_delta:
+            lo = mid
+        else:
+            hi = mid
+    return 1.0 + hi
+
+
 def zcdp_eps(rho: float, delta: float) -> float:
-    """ε of the (ε, δ)-DP guarantee implied by ρ-zCDP: ε = ρ + 2·√(ρ·ln(1/δ)).
+    """ε of the (ε, δ)-DP guarantee implied by ρ-zCDP: the Canonne–Kamath–Steinke conversion.
+
+    ε = inf_{α>1} αρ + (ln(1/δ) + (α−1)·ln(1−1/α) − ln α)/(α−1), evaluated at the optimal order
+    (:func:`zcdp_order`) and never below 0; 0 for ρ = 0 or δ ≥ 1, ∞ for ρ = ∞.
 
     Examples
     --------
     >>> round(zcdp_eps(0.5, 1e-5), 6)
-    5.298526
+    4.728387
+    >>> zcdp_eps(0.5, 1e-5) < 0.5 + 2 * math.sqrt(0.5 * math.log(1e5))  # Bun & Steinke's bound
+    True
     """
-    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+    rho, delta = float(rho), _check_delta(delta, "zcdp_eps")
+    if math.isnan(rho) or rho < 0.0:
+        raise ValueError(f"zcdp_eps needs rho >= 0. Got {rho!r}.")
+    if rho == 0.0 or delta >= 1.0:
+        return 0.0
+    if math.isinf(rho):
+        return math.inf
+    # any α > 1 gives a valid ε, and the objective is flat at α*: an error of a few ulps in α*
+    # changes ε far below its own rounding
+    return max(0.0, _cks_eps(rho, -math.log(delta), zcdp_order(rho, delta)))
+
+
+def _loose_rho(eps: float, log_inv_delta: float) -> float:
+    """The largest ρ with ρ + 2√(ρL) ≤ ε (Bun & Steinke): (√(L+ε) − √L)², cancellation-free."""
+    return eps * eps / (math.sqrt(log_inv_delta + eps) + math.sqrt(log_inv_delta)) ** 2
 
 
 def zcdp_rho(eps: float, delta: float) -> float:
-    """The largest ρ whose :func:`zcdp_eps` at ``delta`` is at most ``eps``: (√(L+ε) − √L)².
+    """The largest ρ whose :func:`zcdp_eps` at ``delta`` is at most ``eps``.
+
+    :func:`zcdp_eps` is continuous and increasing in ρ; Bun & Steinke's ρ (whose loose bound
+    meets ``eps``, so CKS does too) starts the bracket, which is doubled until it fails and then
+    bisected to adjacent floats; the lower end (which meets ``eps``) is returned.
 
     Examples
     --------
     >>> rho = zcdp_rho(1.0, 1e-6)
     >>> round(rho, 6), zcdp_eps(rho, 1e-6) <= 1.0
-    (0.017469, True)
+    (0.024356, True)
     """
-    log_term = math.log(1.0 / delta)
-    # (√(L+ε) − √L)² written as ε²/(√(L+ε) + √L)² to avoid cancellation for small ε.
-    rho = eps * eps / (math.sqrt(log_term + eps) + math.sqrt(log_term)) ** 2
-    while zcdp_eps(rho, delta) > eps:  # never report more than was asked (rounding)
-        rho = math.nextafter(rho, 0.0)
-    return rho
+    eps, delta = float(eps), _check_delta(delta, "zcdp_rho")
+    if not (eps > 0.0 and math.isfinite(eps)) or delta >= 1.0:
+        raise ValueError(f"zcdp_rho needs a positive finite eps and delta < 1. "
+                         f"Got eps = {eps!r}, delta = {delta!r}.")
+    lo = _loose_rho(eps, -math.log(delta))
+    while lo > 0.0 and zcdp_eps(lo, delta) > eps:  # rounding of the closed form
+        lo = math.nextafter(lo, 0.0)
+    hi = 2.0 * lo
+    while zcdp_eps(hi, delta) <= eps:
+        lo, hi = hi, 2.0 * hi
+    while True:
+        mid = lo + (hi - lo) / 2.0
+        if not lo < mid < hi:
+            return lo
+        if zcdp_eps(mid, delta) <= eps:
+            lo = mid
+        else:
+            hi = mid
 
 
 @dataclass(frozen=True)
@@ -120,7 +209,7 @@ class ZCDPPlan:
         if self.delta is not None:
             out["eps"] = self.eps
             out["delta"] = self.delta
-            out["conversion"] = "eps = rho + 2*sqrt(rho*ln(1/delta)) (Bun & Steinke 2016)"
+            out["conversion"] = CONVERSION
         return out
 
 
@@ -135,7 +224,7 @@ def resolve_zcdp(
     0.1
     >>> plan = resolve_zcdp(eps=1.0, delta=1e-6, owner="dp_covariance")
     >>> round(plan.rho, 6), plan.requested
-    (0.017469, 'eps_delta')
+    (0.024356, 'eps_delta')
     """
     if rho is not None:
         if eps is not None or delta is not None:
