@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from dppca_dask.errors import DUPLICATE_MESSAGE, DuplicateObservationError, InputError
-from dppca_dask.kernels.kendall import tile_blas_unfused, tile_reference
+from dppca_dask.kernels.kendall import (
+    SHIFT_SAMPLE,
+    TileStats,
+    tile_blas_unfused,
+    tile_centre,
+    tile_reference,
+)
 from dppca_dask.kernels.kendall_fused import tile_fused
 from tests.helpers import brute_force, kendall_datasets
 
@@ -108,3 +114,95 @@ def test_tile__tiny_scale_is_duplicates_per_spec(kernel):
     x = np.random.default_rng(5).normal(size=(10, 3)) * 1e-9
     with pytest.raises(DuplicateObservationError):
         kernel(x)
+
+
+def _multivariate_t(rng, n, p, nu):
+    """Elliptical t(nu): one chi-square mixing variable per row (heavy tails in every direction)."""
+    return rng.normal(size=(n, p)) / np.sqrt(rng.chisquare(nu, size=(n, 1)) / nu)
+
+
+def _awkward_datasets(seed):
+    """Data that drag a mid-range shift far from the bulk, or defeat the Gram identity."""
+    rng = np.random.default_rng(seed)
+    gauss = rng.normal(size=(200, 6))
+    rows = rng.permutation(200)[:2]  # 1 % of the rows
+    out_1e3, out_1e6, out_far = gauss.copy(), gauss.copy(), gauss.copy()
+    out_1e3[rows] *= 1e3
+    out_1e6[rows] *= 1e6
+    out_far[rows] += 1e6  # two outliers in one place: their pair is near
+    centres = rng.normal(size=(4, 6)) * 1e3
+    clustered = np.vstack([c + rng.normal(size=(50, 6)) for c in centres])[rng.permutation(200)]
+    base = rng.normal(size=(100, 6)) + 10.0
+    twins = np.vstack([base, base + rng.normal(size=(100, 6)) * 1e-6])[rng.permutation(200)]
+    return {
+        "gaussian": gauss,
+        "t1.5_offset_1e3": _multivariate_t(rng, 200, 6, 1.5) + 1e3,
+        "t3": _multivariate_t(rng, 200, 6, 3.0),
+        "outliers_1e3": out_1e3,
+        "outliers_1e6": out_1e6,
+        "outliers_1e6_together": out_far,
+        "clustered": clustered,
+        "near_duplicate_rows": twins,
+    }
+
+
+@pytest.mark.parametrize("name", list(_awkward_datasets(0)))
+def test_tile__heavy_tails_outliers_clusters_equal_brute_force(name, global_seed):
+    # 1e-12 of the matrix scale: diagonal and off-diagonal tiles, every kernel.
+    x = _awkward_datasets(global_seed)[name]
+    for a, b in ((x, None), (x[:70], x[70:])):
+        expected, count = brute_force(a, b)
+        atol = 1e-12 * np.abs(expected).max()
+        for kernel in KERNELS:
+            got, m = kernel(a, b)
+            assert m == count
+            np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
+
+
+def test_tile__unfused_recomputes_near_pairs_in_chunks():
+    # Under the old mid-range shift nearly every pair of this tile is near.
+    x = np.random.default_rng(2).normal(size=(60, 4))
+    x[0] *= 1e4
+    expected, _ = brute_force(x)
+    stats = TileStats()
+    got, m = tile_blas_unfused(x, centre="midrange", near_chunk=10, stats=stats)
+    assert stats.pairs == m and stats.near > 0.9 * m
+    assert stats.largest_chunk == 10 and stats.chunks == -(-stats.near // 10)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+
+
+def test_tile_centre__median_stays_in_the_bulk():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(500, 3))
+    x[rng.permutation(500)[:25]] *= 1e6  # 5 % wild rows
+    centre = tile_centre(x[:200], x[200:])
+    assert np.abs(centre).max() < 1.0
+    assert np.abs(tile_centre(x[:200], x[200:], centre="midrange")).max() > 1e3
+    # a data value of each column (no arithmetic on it), from a strided sample of the rows
+    for k in range(3):
+        assert centre[k] in x[:, k]
+
+
+def test_tile_centre__sample_is_bounded_and_deterministic():
+    x = np.random.default_rng(0).standard_t(1.5, size=(5 * SHIFT_SAMPLE, 2))
+    centre = tile_centre(x[:100], x[100:])
+    assert np.array_equal(centre, tile_centre(x[:100].copy(), x[100:].copy()))
+    step = -(-len(x) // SHIFT_SAMPLE)
+    sample = np.concatenate([x[:100][::step], x[100:][::step]])
+    assert len(sample) <= SHIFT_SAMPLE
+    assert np.array_equal(centre, np.sort(sample, axis=0)[(len(sample) - 1) // 2])
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_tile__range_wider_than_the_floats(kernel):
+    # x − median overflows here (values ±1.5e308); the kernels shift halved values instead.
+    rng = np.random.default_rng(7)
+    x = -1.5e308 * (1.0 + 0.01 * rng.normal(size=(30, 3)))
+    x[::7] *= -1.0
+    expected, count = brute_force(x * 2.0**-600)  # exact rescaling; K̂ is scale invariant
+    got, m = kernel(x)
+    assert m == count
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    got, _ = kernel(x[:10], x[10:])
+    expected, _ = brute_force(x[:10] * 2.0**-600, x[10:] * 2.0**-600)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import threading
+import tracemalloc
+
 import numpy as np
 import pytest
 
-from dppca_dask.kernels.kendall import tile_blas_unfused, tile_reference
-from dppca_dask.kernels.kendall_fused import _weights_panel, tile_fused
+from dppca_dask.kernels.kendall import TileStats, tile_blas_unfused, tile_reference
+from dppca_dask.kernels.kendall_fused import (
+    _near_pairs,
+    _weights_panel,
+    scratch_sizes,
+    tile_fused,
+)
 from tests.helpers import brute_force, kendall_datasets
 
 
@@ -60,4 +68,119 @@ def test_tile_fused__one_compiled_signature():
         tile_fused(x)
         tile_fused(x.astype(np.float32), x[::-1] + 10.0)
         tile_fused(np.asfortranarray(x))
+        tile_fused(_all_near(shape[0], shape[1]), centre="midrange", near_chunk=3)
     assert len(_weights_panel.signatures) == 1
+    assert len(_near_pairs.signatures) == 1
+
+
+def _heavy(kind, n, p, seed):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, p))
+    if kind == "t1.5":  # multivariate t(1.5)
+        return z / np.sqrt(rng.chisquare(1.5, size=(n, 1)) / 1.5) + 100.0
+    if kind == "t3":
+        return z / np.sqrt(rng.chisquare(3.0, size=(n, 1)) / 3.0)
+    z[rng.permutation(n)[: n // 100]] *= {"outliers_1e3": 1e3, "outliers_1e6": 1e6}[kind]
+    return z
+
+
+@pytest.mark.parametrize("kind", ["t1.5", "t3", "outliers_1e3", "outliers_1e6"])
+@pytest.mark.parametrize("p", [3, 10, 40])
+def test_tile_fused__heavy_tails_stay_on_the_fast_path(kind, p):
+    # The mid-range shift sent 79-98 % of such pairs to the exact path (docs/performance.md
+    # §1b); the median centre keeps them on the Gram path (and an absolute near floor of 1e-12
+    # made the bulk "near" next to outliers at 1e6 when p was small).
+    x = _heavy(kind, 1200, p, seed=p)
+    for a, b in ((x[:600], x[600:]), (x[:700], None)):
+        stats = TileStats()
+        tile_fused(a, b, stats=stats)
+        assert stats.near_fraction < 1e-3, stats
+
+
+def test_tile_fused__old_midrange_shift_took_the_slow_path():
+    # What the test above guards against: outliers drag the mid-range far from the bulk.
+    x = _heavy("outliers_1e3", 1200, 10, seed=0)
+    old, new = TileStats(), TileStats()
+    s_old, _ = tile_fused(x[:600], x[600:], centre="midrange", stats=old)
+    s_new, _ = tile_fused(x[:600], x[600:], stats=new)
+    assert old.near_fraction > 0.9 and new.near == 0
+    np.testing.assert_allclose(s_new, s_old, rtol=0, atol=1e-12 * np.abs(s_old).max())
+
+
+def _all_near(n, p, seed=0):
+    """A tight cloud and one far row: with the mid-range centre every cloud pair is near."""
+    x = np.random.default_rng(seed).normal(size=(n, p))
+    x[0] += 1e5
+    return x
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_tile_fused__near_pairs_recomputed_in_bounded_chunks(chunk):
+    x = _all_near(90, 4)
+    for a, b in ((x, None), (x[:40], x[40:])):
+        stats = TileStats()
+        got, m = tile_fused(a, b, centre="midrange", near_chunk=chunk, panel_rows=16,
+                            stats=stats)
+        assert stats.near >= 0.95 * m
+        assert stats.largest_chunk <= chunk
+        expected, _ = tile_reference(a, b)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+        assert np.array_equal(got, tile_fused(a, b, centre="midrange", near_chunk=chunk,
+                                              panel_rows=16)[0])
+
+
+def test_tile_fused__exact_path_buffers_have_a_fixed_size():
+    # Ten times the near pairs, the same buffers: nothing grows with the number of near pairs.
+    # (A fresh thread: the scratch buffers are per thread and keep their largest size.)
+    p, sizes = 6, []
+
+    def run():
+        for n in (60, 600):
+            stats = TileStats()
+            tile_fused(_all_near(n, p), centre="midrange", near_chunk=50, stats=stats)
+            assert stats.near > 0.99 * n * (n - 1) // 2 - n and stats.largest_chunk == 50
+            sizes.append({k: v for k, v in scratch_sizes().items() if k.startswith("near_")})
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    assert len(sizes) == 2
+    assert sizes[0] == sizes[1] == {"near_i": 400, "near_j": 400, "near_a": 50 * p * 8,
+                                    "near_b": 50 * p * 8}
+
+
+def test_tile_fused__memory_does_not_grow_with_near_pairs():
+    # 180k near pairs at p = 20: one batch (the old kernel) held ~40 p bytes per pair = 140 MiB.
+    x = _all_near(600, 20)
+    tracemalloc.start()
+    try:
+        stats = TileStats()
+        tile_fused(x, centre="midrange", stats=stats)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert stats.near > 170_000
+    assert peak < 12 * 2**20, peak
+
+
+@pytest.mark.parametrize(("rows_a", "rows_b"), [(1, 1), (1, 300), (2, 257), (255, 3),
+                                                (257, 256), (300, None), (257, None)])
+def test_tile_fused__awkward_tile_sizes(rows_a, rows_b):
+    x = _heavy("t1.5", 600, 5, seed=rows_a)
+    a = x[:rows_a]
+    b = None if rows_b is None else x[300 : 300 + rows_b]
+    expected, count = tile_reference(a, b)
+    scale = max(np.abs(expected).max(), 1.0)
+    for panel_rows, chunk in ((256, None), (7, 3), (1, 1)):
+        got, m = tile_fused(a, b, panel_rows=panel_rows, near_chunk=chunk)
+        assert m == count
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * scale)
+
+
+def test_tile_fused__heavy_tails_same_input_same_bits():
+    x = _heavy("outliers_1e6", 400, 7, seed=3)
+    x[::50] += 1e4  # some near pairs too
+    for kwargs in ({}, {"centre": "midrange", "near_chunk": 13}):
+        first = tile_fused(x[:150], x[150:], **kwargs)[0]
+        assert np.array_equal(first, tile_fused(x[:150].copy(), x[150:].copy(), **kwargs)[0])
+        assert np.array_equal(tile_fused(x, **kwargs)[0], tile_fused(x, **kwargs)[0])

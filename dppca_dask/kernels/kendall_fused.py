@@ -6,16 +6,20 @@ rewrite of docs/spec/ARCHITECTURE.md §3 with w_ij = 1/‖a_i − b_j‖² is ev
 ``PANEL_ROWS`` rows of A, so the only tile-sized temporary is one panel (e.g. 256 × 4096 float64
 = 8 MiB, which stays in cache) instead of several b × b matrices:
 
-1. ``G = Sa_p Sbᵀ`` (BLAS; S = the rows shifted to the tile's mid-range and scaled by a power of
-   two, exact by translation and scale invariance: the same ``_shift_and_scale`` as the unfused
-   kernel, so any finite input is overflow-safe);
+1. ``G = Sa_p Sbᵀ`` (BLAS; S = the rows shifted to the tile's robust centre -- the coordinate-
+   wise median of a row sample -- and scaled by a power of two: the same
+   :func:`~dppca_dask.kernels.kendall.shift_and_scale` as the unfused kernel, so any finite input
+   is overflow-safe);
 2. one fused pass (:func:`_weights_panel`, numba) over G that forms the squared distance
-   ``d = ‖sa‖² + ‖sb‖² − 2 G``, checks it (a pair is *near* when ``d ≤ NEAR_RATIO (‖sa‖² + ‖sb‖²)
-   + floor``, or ``d`` is not finite: its weight is set to 0 and it is recomputed exactly from its
-   difference vector by the reference kernel's ``exact_pairs``, which also raises the
-   duplicate-observation error, SPEC §4.2), overwrites G
-   with the reciprocal weight and adds the column sums ``c = Wᵀ1``;
-3. ``[Sb | 1]ᵀ Wᵀ`` (BLAS): gives ``(W Sb)ᵀ`` and, from the column of ones, the row sums
+   ``d = ‖sa‖² + ‖sb‖² − 2 G``, checks it (a pair is *near* unless ``d > NEAR_RATIO (‖sa‖² +
+   ‖sb‖²) + F`` and ``d`` is finite: its weight is set to 0), overwrites G with the reciprocal
+   weight and adds the column sums ``c = Wᵀ1``;
+3. if the panel has near pairs, :func:`_near_pairs` (numba) lists them into fixed-size index
+   buffers, a chunk of at most ``max(1, NEAR_CHUNK_ELEMENTS // p)`` pairs at a time, and each
+   chunk is recomputed exactly from the original rows by the reference kernel's
+   ``exact_pairs`` (which also raises the duplicate-observation error, SPEC §4.2): the memory of
+   the exact path is bounded by the chunk, whatever the number of near pairs;
+4. ``[Sb | 1]ᵀ Wᵀ`` (BLAS): gives ``(W Sb)ᵀ`` and, from the column of ones, the row sums
    ``r = W1`` in the same product (so the fused pass has no floating-point reduction across a
    row and vectorises without ``fastmath``).
 
@@ -23,9 +27,17 @@ Then Σ = Saᵀ diag(r) Sa + Sbᵀ diag(c) Sb − M − Mᵀ with M = Saᵀ W Sb
 A diagonal tile (``b is None``) uses the strict upper triangle U of W (pairs i < j once):
 Σ = Saᵀ diag(U1 + Uᵀ1) Sa − M − Mᵀ, M = Saᵀ U Sa.
 
-Determinism: numba runs with ``parallel=False`` and ``fastmath=False``; every sum has a fixed
-order, so one input gives one result, bit for bit, on one machine and BLAS thread count. Non-
-finite input raises :class:`~dppca_dask.errors.InputError` before any arithmetic.
+Accuracy: the near test is a sound bound in the shifted values: every pair kept on the Gram path
+has its squared distance to within ρ_p = 2¹⁰(2p + 3)u relative (worst case) and loses about
+log2(s/d) bits, s/d ≈ 1–4 for almost every pair with the median centre (derivation: the module
+docstring of :mod:`dppca_dask.kernels.kendall`). The median keeps heavy-tailed data and outliers
+on the fast path (measured in docs/performance.md §1b: near pairs 79–98 % → < 0.1 %).
+
+Determinism: numba runs with ``parallel=False`` and ``fastmath=False``; the centre is a pure
+function of the tile's rows and every sum has a fixed order (near pairs in row-major order, in
+chunks of a fixed size), so one input gives one result, bit for bit, on one machine and BLAS
+thread count. Non-finite input raises :class:`~dppca_dask.errors.InputError` before any
+arithmetic.
 """
 
 from __future__ import annotations
@@ -38,14 +50,16 @@ import numba
 import numpy as np
 
 from dppca_dask.kernels.kendall import (
-    DUPLICATE_SQ_THRESHOLD,
-    NEAR_FLOOR,
     NEAR_RATIO,
+    Centre,
+    TileStats,
     as_block,
     exact_pairs,
+    near_chunk_pairs,
+    shift_and_scale,
 )
 
-__all__ = ["PANEL_ROWS", "tile_fused"]
+__all__ = ["PANEL_ROWS", "TileStats", "tile_fused"]
 
 PANEL_ROWS = 256
 """Rows of A per panel: a 256 × b weight panel stays in L2/L3 (measured: docs/performance.md)."""
@@ -54,7 +68,7 @@ PANEL_ROWS = 256
 _SCRATCH = threading.local()
 
 
-def _scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
+def _scratch(name: str, shape: tuple[int, ...], dtype: Any = np.float64) -> np.ndarray:
     """A per-thread reusable buffer (contents undefined) of ``shape``.
 
     The kernel's tile-sized temporaries (several MiB each) are allocated once per thread and
@@ -65,29 +79,15 @@ def _scratch(name: str, shape: tuple[int, ...]) -> np.ndarray:
     arrays = _SCRATCH.__dict__.setdefault("arrays", {})
     size = math.prod(shape)
     buf = arrays.get(name)
-    if buf is None or buf.size < size:
-        buf = np.empty(size)
+    if buf is None or buf.size < size or buf.dtype != dtype:
+        buf = np.empty(size, dtype=dtype)
         arrays[name] = buf
     return buf[:size].reshape(shape)
 
 
-def _shift_scale_into(a: np.ndarray, b: np.ndarray, diagonal: bool) -> tuple[np.ndarray, np.ndarray, float]:
-    """The reference kernel's ``_shift_and_scale`` written into scratch buffers (same values)."""
-    top = a.max(axis=0) if diagonal else np.maximum(a.max(axis=0), b.max(axis=0))
-    bottom = a.min(axis=0) if diagonal else np.minimum(a.min(axis=0), b.min(axis=0))
-    shift = top * 0.5 + bottom * 0.5
-    sa = np.subtract(a, shift, out=_scratch("sa", a.shape))
-    sb = sa if diagonal else np.subtract(b, shift, out=_scratch("sb", b.shape))
-    largest = max(float(sa.max()), -float(sa.min()), float(sb.max()), -float(sb.min()))
-    if largest == 0.0:
-        return sa, sb, np.inf
-    exponent = int(np.frexp(largest)[1])
-    np.ldexp(sa, -exponent, out=sa)
-    if not diagonal:
-        np.ldexp(sb, -exponent, out=sb)
-    with np.errstate(over="ignore"):
-        floor = max(NEAR_FLOOR, 4.0 * float(np.ldexp(DUPLICATE_SQ_THRESHOLD, -2 * exponent)))
-    return sa, sb, floor
+def scratch_sizes() -> dict[str, int]:
+    """Bytes of this thread's scratch buffers by name (tests check the exact path's are fixed)."""
+    return {k: v.nbytes for k, v in _SCRATCH.__dict__.get("arrays", {}).items()}
 
 
 _JIT: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy", "boundscheck": False}
@@ -130,12 +130,80 @@ def _weights_panel(g, na, nb, c, floor, diagonal):  # pragma: no cover - compile
     return near
 
 
+@numba.njit(**_JIT)
+def _near_pairs(w, diagonal, start, out_i, out_j):  # pragma: no cover - compiled
+    """The near pairs of weight panel ``w`` (weight 0; for a diagonal panel only j > i) from
+    flat position ``start`` on, in row-major order, into ``out_i``/``out_j`` until they are full.
+
+    Returns (number written, flat position to resume from). A far pair's weight is never 0
+    (d < 4p after the scaling, so 1/d > 0).
+    """
+    rows, cols = w.shape
+    cap = out_i.shape[0]
+    k = 0
+    i0 = start // cols
+    for i in range(i0, rows):
+        j0 = start - i0 * cols if i == i0 else 0
+        if diagonal and j0 < i + 1:
+            j0 = i + 1
+        for j in range(j0, cols):
+            if w[i, j] == 0.0:
+                if k == cap:
+                    return k, i * cols + j
+                out_i[k] = i
+                out_j[k] = j
+                k += 1
+    return k, rows * cols
+
+
+def _exact_near(
+    w: np.ndarray, diagonal: bool, near: int, a: np.ndarray, b: np.ndarray, row0: int, col0: int,
+    chunk: int, stats: TileStats | None,
+) -> np.ndarray:
+    """Σ u uᵀ over the ``near`` near pairs of one panel, recomputed exactly, ``chunk`` at a time.
+
+    Fixed-size buffers: two index vectors and two gathered chunk × p blocks (per thread, reused);
+    ``exact_pairs`` holds a few chunk × p temporaries. Nothing grows with ``near``.
+    """
+    p = a.shape[1]
+    idx_i = _scratch("near_i", (chunk,), np.int64)
+    idx_j = _scratch("near_j", (chunk,), np.int64)
+    rows_a = _scratch("near_a", (chunk, p))
+    rows_b = _scratch("near_b", (chunk, p))
+    total = np.zeros((p, p))
+    pos, end = 0, w.size
+    while near > 0 and pos < end:
+        k, pos = _near_pairs(w, diagonal, pos, idx_i, idx_j)
+        if k == 0:
+            break
+        idx_i[:k] += row0
+        idx_j[:k] += col0
+        np.take(a, idx_i[:k], axis=0, out=rows_a[:k])
+        np.take(b, idx_j[:k], axis=0, out=rows_b[:k])
+        total += exact_pairs(rows_b[:k], rows_a[:k])
+        near -= k
+        if stats is not None:
+            stats.add_chunk(k)
+    return total
+
+
 def tile_fused(
-    a: np.ndarray, b: np.ndarray | None = None, *, panel_rows: int = PANEL_ROWS
+    a: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    panel_rows: int = PANEL_ROWS,
+    centre: Centre = "median",
+    near_chunk: int | None = None,
+    stats: TileStats | None = None,
 ) -> tuple[np.ndarray, int]:
     """Fused partial sum and pair count of one tile; same result as ``tile_reference``.
 
-    ``b is None``: the pairs i < j of ``a``; otherwise every pair in ``a × b``.
+    ``b is None``: the pairs i < j of ``a``; otherwise every pair in ``a × b``. The keywords are
+    for tests and benchmarks; their defaults are the production settings: ``panel_rows`` rows
+    of A per panel; ``centre`` the tile's shift (``"midrange"``: the old shift, comparisons
+    only); ``near_chunk`` pairs per exact-path chunk (default ``NEAR_CHUNK_ELEMENTS // p``);
+    ``stats`` a :class:`~dppca_dask.kernels.kendall.TileStats` the kernel adds its pair, near-
+    pair and chunk counts to (diagnostics: the result does not depend on it).
 
     Examples
     --------
@@ -144,6 +212,10 @@ def tile_fused(
     >>> s, m = tile_fused(x)
     >>> m, bool(np.allclose(s, tile_reference(x)[0], rtol=0, atol=1e-12 * m))
     (435, True)
+    >>> stats = TileStats()
+    >>> _ = tile_fused(np.random.default_rng(1).standard_t(1.5, size=(200, 5)), stats=stats)
+    >>> stats.pairs, stats.near_fraction < 0.01
+    (19900, True)
     """
     a = as_block(a)
     diagonal = b is None
@@ -151,9 +223,14 @@ def tile_fused(
     ra, p = a.shape
     rb = b.shape[0]
     count = ra * (ra - 1) // 2 if diagonal else ra * rb
+    if stats is not None:
+        stats.pairs += count
     if count == 0:
         return np.zeros((p, p)), 0
-    sa, sb, floor = _shift_scale_into(a, b, diagonal)
+    sa, sb, floor = shift_and_scale(
+        a, None if diagonal else b, centre=centre,
+        out_a=_scratch("sa", a.shape), out_b=None if diagonal else _scratch("sb", b.shape),
+    )
     na = np.einsum("ij,ij->i", sa, sa)
     nb = na if diagonal else np.einsum("ij,ij->i", sb, sb)
     sb1t = _scratch("sb1t", (p + 1, rb))  # [Sb | 1]ᵀ: rows 0..p-1 give (W Sb)ᵀ, row p gives W1
@@ -162,9 +239,9 @@ def tile_fused(
     ytr = _scratch("ytr", (p + 1, ra))
     c = np.zeros(rb)
     step = max(1, int(panel_rows))
+    chunk = near_chunk_pairs(p, near_chunk)
     buf = _scratch("panel", (min(step, ra) * rb,))
-    near_a: list[np.ndarray] = []
-    near_b: list[np.ndarray] = []
+    exact: np.ndarray | None = None
     for lo in range(0, ra, step):
         hi = min(lo + step, ra)
         col0 = lo if diagonal else 0  # a diagonal panel needs only the columns j ≥ lo
@@ -172,10 +249,8 @@ def tile_fused(
         np.matmul(sa[lo:hi], sb1t[:p, col0:], out=g)
         near = _weights_panel(g, na[lo:hi], nb[col0:], c[col0:], floor, diagonal)
         if near:
-            mask = g == 0.0
-            ii, jj = np.nonzero(np.triu(mask, 1) if diagonal else mask)
-            near_a.append(ii + lo)
-            near_b.append(jj + col0)
+            part = _exact_near(g, diagonal, near, a, b, lo, col0, chunk, stats)
+            exact = part if exact is None else exact + part
         ytr[:, lo:hi] = sb1t[:, col0:] @ g.T
     m = ytr[:p] @ sa  # = (Saᵀ W Sb)ᵀ
     r = ytr[p]
@@ -188,7 +263,6 @@ def tile_fused(
         total += np.multiply(sb.T, c, out=_scratch("scaled_b", (p, rb))) @ sb
     total -= m
     total -= m.T
-    if near_a:
-        ii, jj = np.concatenate(near_a), np.concatenate(near_b)
-        total += exact_pairs(b[jj], a[ii])
+    if exact is not None:
+        total += exact
     return (total + total.T) / 2.0, count

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dppca_dask.kernels.kendall import tile_blas_unfused, tile_reference
+from dppca_dask.kernels.kendall import TileStats, tile_blas_unfused, tile_reference
 from dppca_dask.kernels.kendall_fused import tile_fused
 
 rows = st.integers(3, 25)
@@ -78,3 +78,30 @@ def test_kendall__fused_cross_tile_equals_reference(x, cut):
     ref, m_ref = tile_reference(a, b)
     assert m == m_ref == len(a) * len(b)
     np.testing.assert_allclose(s, ref, rtol=0, atol=1e-12 * m)
+
+
+@st.composite
+def outlying_data(draw):
+    """Separated rows (unique first column) whose other columns are scaled per row by 10^k,
+    k ∈ [-3, 8]: heavy tails and outliers that drag a mid-range far from the bulk."""
+    x = draw(separated_data())
+    if x.shape[1] > 1:
+        powers = draw(arrays(np.float64, (len(x), 1), elements=st.integers(-3, 8).map(float)))
+        x[:, 1:] *= 10.0**powers
+    return x
+
+
+@common
+@given(outlying_data(), st.integers(1, 24), st.integers(1, 40), st.integers(1, 9))
+def test_kendall__fused_on_outliers_equals_reference_any_chunking(x, cut, chunk, panel):
+    cut = min(cut, len(x) - 1)
+    for a, b in ((x, None), (x[:cut], x[cut:])):
+        ref, m_ref = tile_reference(a, b)
+        for centre in ("median", "midrange"):
+            stats = TileStats()
+            s, m = tile_fused(a, b, centre=centre, near_chunk=chunk, panel_rows=panel,
+                              stats=stats)
+            assert m == m_ref == stats.pairs
+            assert stats.near <= m and stats.largest_chunk <= chunk
+            assert stats.chunks >= -(-stats.near // chunk)
+            np.testing.assert_allclose(s, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
