@@ -17,6 +17,12 @@ Sections (docs/performance.md explains them and the defaults they led to):
    run.
 5. ``blocks``: ``pairs="blocks"`` accuracy (sin-theta distance of the top-3 directions to the full
    U-statistic's) and time, per ``pair_block``.
+6. ``heavy`` (rows labelled "heavy ..." in the kernel section): the fused kernel on heavy-tailed
+   data (multivariate t(1.5), t(3), 1 % outliers at 1e3 and 1e6) vs Gaussian data, per p, on
+   one thread: pairs/s, the ratio to Gaussian data measured in the same run and the fraction of
+   pairs recomputed exactly (the kernel's ``TileStats``), with the tile's median centre (the
+   production shift, full tile) and the old mid-range centre (``centre="midrange"``, the
+   "before"; timed on ``heavy_before_rows`` rows of A against the full B, it is that slow).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from threadpoolctl import threadpool_limits
 
 from dppca_dask import dp_loading, privacy_control, spherical_kendall
 from dppca_dask.graph.compute import _unit, kendall_layout, use_compute
-from dppca_dask.kernels.kendall import tile_blas_unfused, tile_reference
+from dppca_dask.kernels.kendall import TileStats, tile_blas_unfused, tile_reference
 from dppca_dask.kernels.kendall_fused import tile_fused
 
 PRIVACY = privacy_control(eps=1.0, delta=1e-6)
@@ -50,12 +56,14 @@ FULL = {
     "e2e_n": 40_000, "e2e_p": 50, "workers": (1, 2),
     "ooc_n": 1_600_000, "ooc_p": 50, "ooc_limit": 512 * 2**20, "ooc_block": 2048,
     "blocks_n": 200_000, "blocks_p": 10, "blocks": (512, 2048, 8192),
+    "heavy_p": (10, 50, 100), "heavy_before_rows": 256,
 }
 QUICK = {
     "p": (10, 50), "tile": 512, "ref_tile": 64, "dgemm": 500,
     "e2e_n": 3_000, "e2e_p": 10, "workers": (2,),
     "ooc_n": 60_000, "ooc_p": 10, "ooc_limit": 512 * 2**20, "ooc_block": 512,
     "blocks_n": 3_000, "blocks_p": 5, "blocks": (64, 512),
+    "heavy_p": (10,), "heavy_before_rows": 64,
 }
 
 
@@ -111,6 +119,62 @@ def kernel_rows(cfg: dict, repeat: int, peak: float) -> list[tuple]:
                          f"{rate * 4 * p / peak:.0%} of roofline"))
         rows.append(("kernel", f"fused/unfused p={p}", f"{rates['fused'] / rates['unfused']:.2f}x",
                      f"{rates['fused'] / rates['reference']:.0f}x reference"))
+    return rows
+
+
+# --- 6: heavy tails ----------------------------------------------------------------------------
+HEAVY = ("gaussian", "t(1.5)", "t(3)", "outliers 1% x1e3", "outliers 1% x1e6")
+
+
+def heavy_data(kind: str, n: int, p: int, seed: int) -> np.ndarray:
+    """n rows of ``kind`` (HEAVY): spiked scales and an offset of 100, like ``spiked``."""
+    rng = np.random.default_rng(seed)
+    scales = np.linspace(3.0, 0.5, p) if p > 1 else np.ones(1)
+    z = rng.normal(size=(n, p))
+    if kind.startswith("t("):  # multivariate t: one chi-square mixing variable per row
+        nu = float(kind[2:-1])
+        z /= np.sqrt(rng.chisquare(nu, size=(n, 1)) / nu)
+    elif kind.startswith("outliers"):
+        z[rng.permutation(n)[: max(1, n // 100)]] *= float(kind.split("x")[-1])
+    return z * scales + 100.0
+
+
+def heavy_rows(cfg: dict, repeat: int) -> list[tuple]:
+    """Per p: every dataset timed in turn, ``repeat`` rounds (so all see the same load)."""
+    tile, sub = cfg["tile"], cfg["heavy_before_rows"]
+    rows = []
+    for p in cfg["heavy_p"]:
+        tiles = {}
+        for kind in HEAVY:
+            x = heavy_data(kind, 2 * tile, p, seed=p)
+            tiles[kind] = x[:tile], x[tile:]
+        cases = [(kind, centre) for kind in HEAVY for centre in ("median", "midrange")]
+        near, seconds = {}, {}
+        for kind, centre in cases:
+            a, b = tiles[kind]
+            a = a if centre == "median" else a[:sub]
+            stats = TileStats()
+            tile_fused(a, b, centre=centre, stats=stats)
+            near[kind, centre] = stats.near_fraction
+            seconds[kind, centre] = np.inf
+        for _ in range(repeat):
+            for kind, centre in cases:
+                if centre == "midrange" and near[kind, centre] > 0.01 and _ > 0:
+                    continue  # the slow exact path: once is enough
+                a, b = tiles[kind]
+                a = a if centre == "median" else a[:sub]
+                took = best(lambda a=a, b=b, centre=centre: tile_fused(a, b, centre=centre), 1)
+                seconds[kind, centre] = min(seconds[kind, centre], took)
+        rate = {
+            case: (tile if case[1] == "median" else sub) * tile / seconds[case] for case in cases
+        }
+        gauss, gauss_before = rate["gaussian", "median"], rate["gaussian", "midrange"]
+        for kind in HEAVY:
+            new, old = rate[kind, "median"], rate[kind, "midrange"]
+            rows.append(("kernel", f"heavy p={p} {kind}", f"{new:.3g} pairs/s",
+                         f"{new / gauss:.2f}x gaussian, exact {near[kind, 'median']:.3%} | "
+                         f"before (mid-range): {old:.3g} pairs/s, {old / gauss_before:.3f}x, "
+                         f"exact {near[kind, 'midrange']:.1%}"))
     return rows
 
 
@@ -283,7 +347,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke test)")
     parser.add_argument("--repeat", type=int, default=None, help="best of N (default 3; quick 1)")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["kernel", "dask", "ooc", "blocks"], help="sections to skip")
+                        choices=["kernel", "heavy", "dask", "ooc", "blocks"],
+                        help="sections to skip")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     repeat = args.repeat or (1 if args.quick else 3)
@@ -299,6 +364,10 @@ def main(argv: list[str] | None = None) -> list[tuple]:
             say("kernels")
             with threadpool_limits(1):
                 rows += kernel_rows(cfg, repeat, peak)
+        if "heavy" not in args.skip:
+            say("heavy tails")
+            with threadpool_limits(1):
+                rows += heavy_rows(cfg, repeat)
         if "dask" not in args.skip:
             say("dask: in-process vs LocalCluster")
             rows += dask_rows(cfg, min(repeat, 2), workdir)
