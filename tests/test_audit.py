@@ -56,7 +56,7 @@ def test_epsilon_lower_bound__reaches_a_pure_laplace_epsilon():
 
 
 def test_audits__cover_every_mechanism():
-    helpers = {"Release", "gaussian_release_sigma", "histogram_noise_sigma", "mat2vec",
+    helpers = {"Release", "gaussian_calibration", "gaussian_release_sigma", "histogram_noise_sigma", "mat2vec",
                "stability_histogram_parameters",
                "symmetric_noise_sigma", "vec2mat"}
     audited = {name.split(" ")[0] for name in AUDITS}

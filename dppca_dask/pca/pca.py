@@ -227,7 +227,8 @@ def dp_pca(
     --------
     >>> from dppca_dask import clipped_control, privacy_control
     >>> X = np.random.default_rng(0).normal(size=(400, 4)) * [3.0, 2.0, 1.0, 0.5]
-    >>> fit = dp_pca(X, privacy=privacy_control(eps=6, delta=1e-4), k=3, bins=5,
+    >>> fit = dp_pca(X, privacy=privacy_control(eps=6, delta=1e-4),
+    ...              calibration="analytic", k=3, bins=5,
     ...              scree_control=clipped_control(C_clip=40), rng=1)
     >>> fit.scree.pve.shape, fit.score.probability.shape
     ((1, 3), (1, 5, 5))

@@ -180,7 +180,8 @@ def dp_score(
     --------
     >>> from dppca_dask import privacy_control
     >>> X = np.random.default_rng(0).normal(size=(400, 3)) * [3.0, 1.0, 0.5]
-    >>> fit = dp_score(X, privacy=privacy_control(eps=4, delta=1e-4), bins=(6, 5), rng=1)
+    >>> fit = dp_score(X, privacy=privacy_control(eps=4, delta=1e-4),
+    ...                calibration="analytic", bins=(6, 5), rng=1)
     >>> fit.probability.dims, fit.probability.shape
     (('method', 'y_bin', 'x_bin'), (1, 5, 6))
     >>> round(float(fit.probability.sum()), 12)

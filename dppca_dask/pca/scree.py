@@ -209,7 +209,7 @@ def dp_scree(
     --------
     >>> from dppca_dask import clipped_control, privacy_control
     >>> X = np.random.default_rng(0).normal(size=(500, 4)) * [3.0, 2.0, 1.0, 0.5]
-    >>> fit = dp_scree(X, privacy=privacy_control(eps=4, delta=1e-5), k=2,
+    >>> fit = dp_scree(X, privacy=privacy_control(eps=4, delta=1e-5), calibration="analytic", k=2,
     ...                control=clipped_control(C_clip=40), rng=1)
     >>> fit.scree.dims, fit.pve.shape
     (('method', 'component'), (1, 2))

@@ -314,7 +314,8 @@ def plot_loading(
     --------
     >>> from dppca_dask import dp_loading, privacy_control
     >>> X = np.random.default_rng(0).normal(size=(60, 4))
-    >>> out = dp_loading(X, privacy=privacy_control(eps=1, delta=1e-3), rng=1).plot()
+    >>> out = dp_loading(X, privacy=privacy_control(eps=1, delta=1e-3),
+    ...                  calibration="analytic", rng=1).plot()
     >>> sorted(out.axes), out.data["heatmap"].shape
     (['colorbar', 'heatmap', 'point', 'vector'], (4, 3))
     """

@@ -280,7 +280,7 @@ def render_report(
     >>> import numpy as np
     >>> from dppca_dask import dp_loading, privacy_control
     >>> fit = dp_loading(np.random.default_rng(0).normal(size=(40, 3)),
-    ...                  privacy=privacy_control(eps=1, delta=1e-3), rng=1)
+    ...                  privacy=privacy_control(eps=1, delta=1e-3), calibration="analytic", rng=1)
     >>> page = render_report(fit, figures=[])
     >>> page.startswith("<!DOCTYPE html>") and "Privacy budget and ledger" in page
     True
