@@ -14,6 +14,11 @@ leaves nothing at ``out_path``; ``overwrite`` replaces only an existing Zarr sto
 ``out_path`` equal to the input file, inside it or a folder containing it is refused (symlinks
 resolved). Non-finite or missing values are refused (the estimators would
 refuse them later). Only local output paths are supported.
+
+Every store written here carries a dataset id for the budget ledger: a fresh UUID in the
+``dppca_dataset_id`` attribute of the root group and of ``X``
+(:data:`dppca_dask.io.identity.DATASET_ID_ATTR`). ``overwrite`` keeps the id of the store it
+replaces (its spent budget stays with the path: the ledger over-counts rather than restart).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import xarray as xr
 from dppca_dask._validation import parse_bool, parse_choice, parse_int
 from dppca_dask.errors import DPPCAError, InputError, OutputExistsError, ParameterError
 from dppca_dask.io.data import ColumnSpec, column_labels, default_chunk_rows, frame_columns
-from dppca_dask.io.identity import check_output_location
+from dppca_dask.io.identity import DATASET_ID_ATTR, check_output_location, stamp_dataset_id
 
 __all__ = ["FORMATS", "convert", "write_frames"]
 
@@ -153,9 +158,11 @@ def write_frames(frames: Iterable[pd.DataFrame], out_path: str | os.PathLike, *,
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):
         raise InputError(f"The directory of output {out!r} does not exist.")
+    previous = _existing_id(out) if os.path.lexists(out) else None
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp", dir=parent)
     try:
         _write_blocks(_rebatch(frames, rows), tmp, columns, group_column, source, owner)
+        stamp_dataset_id(tmp, "X", dataset_id=previous)
         if os.path.lexists(out):
             if os.path.isdir(out) and not os.path.islink(out):
                 shutil.rmtree(out)
@@ -166,6 +173,21 @@ def write_frames(frames: Iterable[pd.DataFrame], out_path: str | os.PathLike, *,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _existing_id(store: str) -> str | None:
+    """The dataset id of the Zarr store being replaced (its ``X`` array's, else its root's)."""
+    import zarr
+
+    try:
+        root = zarr.open(store=os.path.abspath(store), mode="r")
+        for node in ([root["X"]] if isinstance(root, zarr.Group) and "X" in root else []) + [root]:
+            value = node.attrs.get(DATASET_ID_ATTR)
+            if isinstance(value, str):
+                return value
+    except Exception:  # noqa: BLE001 - not a readable store: nothing to keep
+        return None
+    return None
 
 
 def _write_blocks(blocks: Iterable[pd.DataFrame], store: str, columns: ColumnSpec,

@@ -75,7 +75,9 @@ def write_demo_dataset(path: str | os.PathLike, *, n_per_group: int = 1000, rng:
     """Write :func:`make_gau` as a Zarr group in the :mod:`dppca_dask.io.convert` layout.
 
     ``X`` (sample × variable, float64) with the ``variable`` coordinate ``V1..V20`` and the
-    ``group`` labels. Returns ``path`` as a string.
+    ``group`` labels; like every store :func:`~dppca_dask.io.convert.write_frames` writes, it
+    carries a fresh dataset id (``dppca_dataset_id`` attribute) for the budget ledger. Returns
+    ``path`` as a string.
 
     Examples
     --------

@@ -18,7 +18,20 @@ when the array must be picked, xarray's view of the group; never a data value):
   fsspec metadata reads when they are allowed;
 * other local files (CSV, Parquet, NetCDF, ``.npy``) are their resolved path.
 
-The key is ``"<location>"`` or ``"<location>::<array path inside the store>"``.
+The key is ``"<location>"`` or ``"<location>::<array path inside the store>"``: the *spelling*
+the ledger shows. The ledger's account is the :attr:`DatasetIdentity.dataset_id`:
+
+* the ``dppca_dataset_id`` attribute (:data:`DATASET_ID_ATTR`) of the array read, when it has
+  one -- ``dppca-dask convert`` and ``dppca-dask demo`` write a fresh UUID into the store's root
+  and its ``X`` array, ``dppca-dask budget adopt`` into an existing store. The id travels with
+  the store: a copy made with ``cp -r`` (or ``aws s3 sync``) keeps it, hence keeps the budget;
+* else, when only the store root carries one, ``"<root id>/<array path>"``;
+* else it is *derived*: ``"derived-"`` and 32 hex digits of the SHA-256 of the canonical key and
+  the array's shape (read from its metadata; no shape for files that are not Zarr arrays). A
+  derived id changes when the store moves or the array changes shape: adopt such a store to give
+  it a stable id (the ledger carries its history over).
+
+A malformed attribute is an :class:`InputError` (it must be a UUID-like string).
 
 :func:`check_output_location` refuses an output directory that is, contains or lies inside a
 protected path (the input store, the ledger file) -- the runner, the demo and ``convert`` use it.
@@ -26,30 +39,70 @@ protected path (the input store, the ledger file) -- the runner, the demo and ``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
+import re
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from dppca_dask.errors import DPPCAError, InputError
 
-__all__ = ["DatasetIdentity", "check_output_location", "normalise_location", "resolve_dataset"]
+__all__ = ["DATASET_ID_ATTR", "DatasetIdentity", "check_output_location", "derived_dataset_id",
+           "normalise_location", "resolve_dataset", "stamp_dataset_id"]
+
+DATASET_ID_ATTR = "dppca_dataset_id"
+"""The Zarr attribute (store root and data array) that names a dataset for the budget ledger."""
+
+_ID_RULE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{7,127}")
 
 
 @dataclass(frozen=True)
 class DatasetIdentity:
-    """A dataset's resolved store ``location`` and the ``array`` path inside it (or ``None``)."""
+    """A dataset's resolved store ``location``, the ``array`` path inside it (or ``None``) and
+    its ledger account ``dataset_id`` (``id_source``: ``"attribute"`` or ``"derived"``)."""
 
     location: str
     array: str | None = None
     local: bool = True
+    dataset_id: str = ""
+    id_source: Literal["attribute", "derived"] = "derived"
+    shape: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.dataset_id:
+            object.__setattr__(self, "dataset_id", derived_dataset_id(self.key, self.shape))
 
     @property
     def key(self) -> str:
         return self.location + (f"::{self.array}" if self.array else "")
+
+
+def derived_dataset_id(key: str, shape: Sequence[int] | None = None) -> str:
+    """The id of a dataset without a ``dppca_dataset_id`` attribute: from its key and shape.
+
+    Examples
+    --------
+    >>> a = derived_dataset_id("s3://bucket/x.zarr::X", (100, 3))
+    >>> a.startswith("derived-"), len(a), a == derived_dataset_id("s3://bucket/x.zarr::X", [100, 3])
+    (True, 40, True)
+    >>> a == derived_dataset_id("s3://bucket/x.zarr::X", (101, 3))
+    False
+    """
+    text = json.dumps([key, None if shape is None else [int(v) for v in shape]])
+    return "derived-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _checked_id(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not _ID_RULE.fullmatch(value):
+        raise InputError(f"The {DATASET_ID_ATTR!r} attribute of {where} must be a UUID-like "
+                         "string (8 to 128 letters, digits, '.', '_', ':' or '-'). "
+                         f"Got {value!r} instead.")
+    return value
 
 
 def _is_remote(path: str) -> bool:
@@ -126,21 +179,38 @@ class _Nodes:
         except Exception:  # noqa: BLE001 - fsspec back-ends raise their own errors (permissions)
             return None
 
-    def kind(self, path: str) -> str | None:
-        """``"group"``, ``"array"`` or ``None`` for the node at ``path``."""
+    def metadata(self, path: str) -> dict[str, Any] | None:
+        """The node's metadata (Zarr 3 ``zarr.json``; Zarr 2 ``.zarray``/``.zgroup`` with
+        ``.zattrs`` as ``attributes``), or ``None`` when there is no readable node."""
         if self.unreadable:
             return None
         raw = self._read(posixpath.join(path, "zarr.json"))
         if raw is not None:
             try:
-                node = json.loads(raw).get("node_type")
-            except (ValueError, AttributeError):
+                node = json.loads(raw)
+            except ValueError:
                 return None
-            return node if node in ("group", "array") else None
-        for name, node in ((".zgroup", "group"), (".zarray", "array")):
-            if self._read(posixpath.join(path, name)) is not None:
-                return node
+            return node if isinstance(node, dict) else None
+        for name, kind in ((".zgroup", "group"), (".zarray", "array")):
+            raw = self._read(posixpath.join(path, name))
+            if raw is None:
+                continue
+            try:
+                node = json.loads(raw)
+                attrs = json.loads(self._read(posixpath.join(path, ".zattrs")) or b"{}")
+            except ValueError:
+                return None
+            if not isinstance(node, dict):
+                return None
+            return {**node, "node_type": kind,
+                    "attributes": attrs if isinstance(attrs, dict) else {}}
         return None
+
+    def kind(self, path: str) -> str | None:
+        """``"group"``, ``"array"`` or ``None`` for the node at ``path``."""
+        node = self.metadata(path)
+        kind = None if node is None else node.get("node_type")
+        return kind if kind in ("group", "array") else None
 
 
 def _split(location: str) -> tuple[str, str]:
@@ -220,16 +290,72 @@ def resolve_dataset(path: str | os.PathLike[str], array: str | None = None, *,
     nodes = _Nodes(_split(location)[0], storage_options)
     root, inner, kind = _store_root(location, nodes)
     if kind == "array":
-        return DatasetIdentity(root, inner or None, local=not remote)
-    if kind == "group" or (remote and array):
+        found: str | None = inner or None
+    elif kind == "group" or (remote and array):
         if array is None and pick:
             array = _picked_array(location, storage_options)
         if array is None:
-            return DatasetIdentity(root, inner or None, local=not remote)
-        name = posixpath.normpath(array.strip("/"))
-        return DatasetIdentity(root, posixpath.join(inner, name) if inner else name,
-                               local=not remote)
-    return DatasetIdentity(root, array.strip("/") if array else None, local=not remote)
+            found = inner or None
+        else:
+            name = posixpath.normpath(array.strip("/"))
+            found = posixpath.join(inner, name) if inner else name
+    else:
+        found = array.strip("/") if array else None
+    if kind is None:
+        return DatasetIdentity(root, found, local=not remote)
+    return _with_id(DatasetIdentity(root, found, local=not remote), nodes)
+
+
+def _with_id(identity: DatasetIdentity, nodes: _Nodes) -> DatasetIdentity:
+    """``identity`` with the dataset id its store's attributes give (or the derived one)."""
+    root_path = _split(identity.location)[1]
+    node_path = posixpath.join(root_path, identity.array) if identity.array else root_path
+    node = nodes.metadata(node_path) or {}
+    shape = node.get("shape") if node.get("node_type") == "array" else None
+    shape_t = tuple(int(v) for v in shape) if isinstance(shape, list) else None
+    attrs = node.get("attributes") or {}
+    if isinstance(attrs, dict) and attrs.get(DATASET_ID_ATTR) is not None:
+        value = _checked_id(attrs[DATASET_ID_ATTR], f"the Zarr node {identity.key!r}")
+        return DatasetIdentity(identity.location, identity.array, identity.local, value,
+                               "attribute", shape_t)
+    if identity.array:
+        root = nodes.metadata(root_path) or {}
+        attrs = root.get("attributes") or {}
+        if isinstance(attrs, dict) and attrs.get(DATASET_ID_ATTR) is not None:
+            value = _checked_id(attrs[DATASET_ID_ATTR], f"the Zarr store {identity.location!r}")
+            return DatasetIdentity(identity.location, identity.array, identity.local,
+                                   f"{value}/{identity.array}", "attribute", shape_t)
+    return DatasetIdentity(identity.location, identity.array, identity.local, shape=shape_t)
+
+
+def stamp_dataset_id(store: str | os.PathLike[str], array: str | None = "X", *,
+                     dataset_id: str | None = None,
+                     storage_options: dict[str, Any] | None = None) -> str:
+    """Write ``dataset_id`` (default: a fresh UUID) as the :data:`DATASET_ID_ATTR` attribute of
+    the Zarr store root at ``store`` and of its ``array`` (``None``: the root only); return it.
+
+    Only the attributes change (a metadata write); callers check first that the store has no
+    id (``dppca-dask budget adopt`` refuses a store that has one).
+    """
+    import zarr
+
+    value = _checked_id(dataset_id or str(uuid.uuid4()), "the new dataset id")
+    text = os.fspath(store)
+    opts: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
+    target = text if "://" in text else os.path.abspath(text)
+    try:
+        root = zarr.open(store=target, mode="r+", **opts)
+        if array and isinstance(root, zarr.Group):
+            root[array].attrs[DATASET_ID_ATTR] = value
+        if DATASET_ID_ATTR not in root.attrs:
+            root.attrs[DATASET_ID_ATTR] = value
+    except DPPCAError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - not a writable Zarr group, or no such array
+        raise InputError(f"Cannot write the {DATASET_ID_ATTR!r} attribute into the Zarr store "
+                         f"{text!r}" + (f" (array {array!r})" if array else "")
+                         + f": {type(exc).__name__}: {exc}") from None
+    return value
 
 
 def _relation(output: str, protected: str) -> str | None:
