@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +73,29 @@ def run(config: str, overwrite: bool, quiet: bool) -> None:
     from dppca_dask.pipeline.runner import execute
 
     cfg = load_config(config)
-    outcome = execute(cfg, progress=not quiet, overwrite=overwrite or None)
+    with _stops_cleanly():
+        outcome = execute(cfg, progress=not quiet, overwrite=overwrite or None)
     if not quiet:
         click.echo(repr(outcome.result.summary()))
         click.echo(f"\nWrote {outcome.directory}/: "
                    + ", ".join(Path(f).name for f in outcome.files))
         _echo_report(Path(outcome.directory))
         _echo_timings(outcome)
+
+
+@contextmanager
+def _stops_cleanly() -> Iterator[None]:
+    """SIGTERM (and Ctrl-C) raise inside the run, so its cleanup runs: temporary outputs are
+    removed and the ledger reservation refunded, or kept if noise was drawn. Exit status 143."""
+    from dppca_dask.pipeline.interrupts import Terminated, signals_raise
+
+    try:
+        with signals_raise():
+            yield
+    except Terminated:
+        click.echo("Terminated (SIGTERM): temporary outputs removed; the budget reservation was "
+                   "refunded, or kept as spent if noise had been drawn.", err=True)
+        sys.exit(143)
 
 
 def _echo_timings(outcome: Any) -> None:
@@ -213,7 +230,8 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
     data = base / "gau.zarr"
     if not data.exists():
         base.mkdir(parents=True, exist_ok=True)
-        write_demo_dataset(data)
+        with _stops_cleanly():
+            write_demo_dataset(data)
         if not quiet:
             click.echo(f"Wrote the demo dataset {data}")
     settings = {
@@ -230,7 +248,8 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
     cfg = RunConfig.from_dict(settings)
     config_path = base / "demo.yaml"
     config_path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    outcome = execute(cfg, progress=not quiet)
+    with _stops_cleanly():
+        outcome = execute(cfg, progress=not quiet)
     if not quiet:
         click.echo(repr(outcome.result.summary()))
         click.echo(f"\nConfig: {config_path} (rerun with: dppca-dask run {config_path} "
@@ -241,47 +260,119 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
         _echo_timings(outcome)
 
 
-@main.command()
+class _BudgetGroup(click.Group):
+    """``dppca-dask budget DATASET`` is ``dppca-dask budget show DATASET``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+
+_LEDGER_OPTION = click.option(
+    "--ledger", "ledger_path", default=None,
+    help="The ledger (a path or sqlite:///path; default: the deployment's dppca.ledger.url).")
+
+
+@main.group(cls=_BudgetGroup)
+def budget() -> None:
+    """The persistent budget ledger: a dataset's spend, and the custodian's commands.
+
+    `dppca-dask budget DATASET` is `dppca-dask budget show DATASET`.
+    """
+
+
+@budget.command("show")
 @click.argument("dataset")
 @click.option("--array", default=None, help="The array of a Zarr group (default: the one the "
-              "reader picks; every array of the store if it cannot tell).")
-@click.option("--ledger", "ledger_path", type=click.Path(dir_okay=False), default=None,
-              help="Ledger file (default: the deployment's dppca.ledger.path, else taken from "
-              "--config, else ./dppca-budget-ledger.jsonl).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="A run config whose budget_ledger settings locate the ledger.")
+              "reader picks; every array of the store recorded if it cannot tell).")
+@_LEDGER_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_handle_errors
-def budget(dataset: str, array: str | None, ledger_path: str | None,
-           config_path: str | None) -> None:
-    """Show the privacy-budget history and cumulative spend of DATASET (a path or URL).
+def budget_show(dataset: str, array: str | None, ledger_path: str | None, as_json: bool) -> None:
+    """Releases, reservations (pid, host, start of unfinished runs) and the cumulative spend,
+    basic and tight, of DATASET (a path or URL in any spelling, or a dataset id).
 
-    Any spelling of a dataset (relative, ./, trailing slash, symlink, file:// URL, a path to the
-    array inside its Zarr store) names the same history, as in the runs' ledger key.
+    A dataset the ledger does not know, or a ledger that does not exist, is an error. --ledger
+    may name a JSON-lines ledger of an earlier version: it is read as is.
     """
-    from dppca_dask.errors import InputError
-    from dppca_dask.io.identity import resolve_dataset
-    from dppca_dask.pipeline.deployment import deployment_settings
-    from dppca_dask.pipeline.ledger import BudgetLedger, base_key
+    from dppca_dask.pipeline.budget_commands import show
 
-    if ledger_path is None:
-        ledger_path = deployment_settings().ledger_path
-    if ledger_path is None and config_path is not None:
-        from dppca_dask.pipeline.config import load_config
+    click.echo(show(dataset, array, ledger_path, as_json))
 
-        cfg = load_config(config_path)
-        ledger_path = str(cfg.budget_ledger.resolved_path(cfg.output.directory))
-    ledger = BudgetLedger(ledger_path or "dppca-budget-ledger.jsonl")
-    try:
-        identity = resolve_dataset(dataset, array)
-    except InputError:  # the reader's pick is unknown (several arrays, store gone): all arrays
-        identity = resolve_dataset(dataset, array, pick=False)
-    keys = list(dict.fromkeys(base_key(e.dataset) for e in ledger.history()))
-    if identity.array is not None:
-        keys = [k for k in keys if k == identity.key]
-    else:
-        keys = [k for k in keys if k == identity.location
-                or k.startswith(identity.location + "::")]
-    click.echo("\n\n".join(ledger.render(k) for k in keys or [identity.key]))
+
+@budget.command("list")
+@_LEDGER_OPTION
+@_handle_errors
+def budget_list(ledger_path: str | None) -> None:
+    """Every dataset of the ledger: id, last location, cap and cumulative spend."""
+    from dppca_dask.pipeline.budget_commands import list_datasets
+
+    click.echo(list_datasets(ledger_path))
+
+
+@budget.command("cap")
+@click.argument("dataset")
+@click.option("--array", default=None, help="The array of a Zarr group.")
+@click.option("--eps", type=float, default=None, help="Cap on the cumulative epsilon (with --delta).")
+@click.option("--delta", type=float, default=None, help="The delta of the cap (with --eps).")
+@click.option("--rho", type=float, default=None, help="Cap on the cumulative zCDP rho.")
+@click.option("--remove", is_flag=True, help="Remove the dataset's cap.")
+@_LEDGER_OPTION
+@_handle_errors
+def budget_cap(dataset: str, array: str | None, eps: float | None, delta: float | None,
+               rho: float | None, remove: bool, ledger_path: str | None) -> None:
+    """Set the custodian's cap of DATASET (a run config can only lower it for its run).
+
+    A run is admitted when the dataset's recorded releases plus the planned one compose to a
+    tight epsilon at delta = D of at most E (--eps E --delta D), and, with --rho R, to a zCDP
+    rho of at most R.
+    """
+    from dppca_dask.pipeline.budget_commands import cap
+
+    click.echo(cap(dataset, array, eps, delta, rho, remove, ledger_path))
+
+
+@budget.command("adopt")
+@click.argument("dataset")
+@click.option("--array", default=None, help="The array of a Zarr group (default: the reader's pick).")
+@_LEDGER_OPTION
+@_handle_errors
+def budget_adopt(dataset: str, array: str | None, ledger_path: str | None) -> None:
+    """Write a dataset id into DATASET, a Zarr store without one; its history carries over.
+
+    A fresh UUID goes into the dppca_dataset_id attribute of the array and the store root (a
+    metadata write; no data is read), so that copies of the store keep its budget.
+    """
+    from dppca_dask.pipeline.budget_commands import adopt
+
+    click.echo(adopt(dataset, array, ledger_path))
+
+
+@budget.command("release")
+@click.argument("reservation_id")
+@click.option("--spent", is_flag=True, help="Keep it as spent instead of refunding it (noise may "
+              "have been drawn, or outputs written).")
+@click.option("--force", is_flag=True, help="Even if its process still runs on this host.")
+@_LEDGER_OPTION
+@_handle_errors
+def budget_release(reservation_id: str, spent: bool, force: bool, ledger_path: str | None) -> None:
+    """Release the reservation of a run that did not finish (e.g. killed with kill -9)."""
+    from dppca_dask.pipeline.budget_commands import release
+
+    click.echo(release(reservation_id, spent, force, ledger_path))
+
+
+@budget.command("import")
+@click.argument("old", type=click.Path(exists=True, dir_okay=False))
+@_LEDGER_OPTION
+@_handle_errors
+def budget_import(old: str, ledger_path: str | None) -> None:
+    """Copy OLD, a JSON-lines ledger of an earlier version, into the ledger (OLD is only read;
+    importing twice adds nothing)."""
+    from dppca_dask.pipeline.budget_commands import import_old
+
+    click.echo(import_old(old, ledger_path))
 
 
 @main.command()

@@ -1,8 +1,10 @@
-"""Shared fixtures: a swept global seed (sklearn style) and small data sets."""
+"""Shared fixtures: a swept global seed (sklearn style), small data sets, a private ledger."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,3 +31,32 @@ def global_seed(request) -> int:
 def gaussian_data(global_seed) -> np.ndarray:
     rng = np.random.default_rng(global_seed)
     return rng.normal(size=(120, 4)) @ np.diag([3.0, 2.0, 1.0, 0.5])
+
+
+_LEDGER_ENV = ("DPPCA_LEDGER__URL", "DPPCA_LEDGER__ALLOW_RUN_CONFIG")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_ledger(tmp_path_factory) -> Iterator[Path]:
+    """No test touches the real per-user ledger: the deployment's ledger (``dppca.ledger.url``)
+    is a temporary file, through the environment so that ``dppca-dask`` subprocesses and
+    module-scoped fixtures see it too; run configs may name their own ledger
+    (``dppca.ledger.allow_run_config``), as older tests do. No Dask config file of the machine
+    and no ``DASK_DPPCA__*`` variable applies."""
+    path = tmp_path_factory.mktemp("ledger") / "session-ledger.sqlite"
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.startswith(("DASK_DPPCA__", "DPPCA_")):
+                mp.delenv(name)
+        mp.setenv("DPPCA_LEDGER__URL", str(path))
+        mp.setenv("DPPCA_LEDGER__ALLOW_RUN_CONFIG", "true")
+        mp.setenv("XDG_DATA_HOME", str(path.parent / "xdg-data"))
+        yield path
+
+
+@pytest.fixture(autouse=True)
+def ledger_path(tmp_path_factory, monkeypatch) -> Path:
+    """This test's own deployment ledger (a fresh SQLite file, not created until used)."""
+    path = tmp_path_factory.mktemp("ledger") / "ledger.sqlite"
+    monkeypatch.setenv("DPPCA_LEDGER__URL", str(path))
+    return path

@@ -1,28 +1,40 @@
-"""Deployment settings (Dask config namespace ``dppca``) that a run config cannot override."""
+"""Deployment settings (Dask config namespace ``dppca``): the ledger is the deployment's."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import dask
 import dask.config
 import numpy as np
 import pytest
 import xarray as xr
+import yaml
 from click.testing import CliRunner
 
-from dppca_dask import ConfigError
+from dppca_dask import ConfigError, InputError
 from dppca_dask.cli import main
 from dppca_dask.pipeline.config import RunConfig
-from dppca_dask.pipeline.deployment import apply_deployment, deployment_settings
-from dppca_dask.pipeline.ledger import BudgetLedger
+from dppca_dask.pipeline.deployment import (
+    apply_deployment,
+    default_ledger_path,
+    deployment_settings,
+    ledger_location,
+    parse_ledger_url,
+)
+from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.runner import execute
 
 
 @pytest.fixture(autouse=True)
 def _no_site_settings(monkeypatch, tmp_path):
-    """Only this test's settings: no Dask YAML files of the machine, no DASK_DPPCA_* variables."""
+    """Only this test's settings: no Dask YAML files of the machine, no DASK_DPPCA_*/DPPCA_*
+    variable but the test ledger's url (tests/conftest.py), and run configs may not name a
+    ledger unless a test allows it."""
     monkeypatch.setattr(dask.config, "paths", [str(tmp_path / "dask-config")])
-    for name in list(__import__("os").environ):
-        if name.startswith("DASK_DPPCA"):
+    for name in list(os.environ):
+        if name.startswith(("DASK_DPPCA", "DPPCA_")) and name != "DPPCA_LEDGER__URL":
             monkeypatch.delenv(name)
 
 
@@ -44,27 +56,71 @@ def _config(tmp_path, data, ledger=None, name="out") -> RunConfig:
     })
 
 
-def test_deployment__defaults(tmp_path):
+def test_deployment__defaults(tmp_path, monkeypatch):
+    monkeypatch.delenv("DPPCA_LEDGER__URL")
     settings = deployment_settings()
-    assert not settings.ledger_required and settings.ledger_path is None
+    assert not settings.ledger_required and not settings.allow_run_config
+    assert settings.ledger_url is None and settings.ledger_path == default_ledger_path()
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_ledger_path() == tmp_path / "xdg" / "dppca_dask" / "ledger.sqlite"
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/ignored")
+    assert default_ledger_path() == Path.home() / ".local/share/dppca_dask/ledger.sqlite"
     cfg = _config(tmp_path, "x.zarr", {"enabled": False})
     assert apply_deployment(cfg) is cfg
 
 
-def test_deployment__required_ledger_cannot_be_disabled(tmp_path, data):
+def test_deployment__ledger_urls():
+    assert parse_ledger_url("sqlite:///srv/l.sqlite", "k") == Path("/srv/l.sqlite")
+    assert parse_ledger_url("sqlite:////srv/l.sqlite", "k") == Path("/srv/l.sqlite")
+    assert parse_ledger_url("file:///srv/l.sqlite", "k") == Path("/srv/l.sqlite")
+    assert parse_ledger_url("~/l.sqlite", "k") == Path.home() / "l.sqlite"
+    assert parse_ledger_url("rel/l.sqlite", "k") == Path.cwd() / "rel" / "l.sqlite"
+    for bad in ("sqlite://relative.db", "postgres://h/db", "", 3):
+        with pytest.raises(ConfigError, match="'k' setting must be a path or a sqlite:///path"):
+            parse_ledger_url(bad, "k")
+
+
+def test_deployment__env_var_routes(tmp_path, monkeypatch, ledger_path):
+    assert deployment_settings().ledger_path == ledger_path  # DPPCA_LEDGER__URL (conftest)
+    monkeypatch.delenv("DPPCA_LEDGER__URL")
+    monkeypatch.setenv("DASK_DPPCA__LEDGER__URL", f"sqlite:///{tmp_path}/dask-env.sqlite")
+    assert deployment_settings().ledger_path == tmp_path / "dask-env.sqlite"
+    monkeypatch.setenv("DPPCA_LEDGER__URL", str(tmp_path / "wins.sqlite"))
+    assert deployment_settings().ledger_path == tmp_path / "wins.sqlite"
+    with dask.config.set({"dppca.ledger.url": str(tmp_path / "runtime.sqlite")}):
+        assert deployment_settings().ledger_path == tmp_path / "runtime.sqlite"
+    monkeypatch.setenv("DPPCA_LEDGER__URL", "mysql://nope")
+    with pytest.raises(ConfigError, match="dppca.ledger.url"):
+        deployment_settings()
+
+
+def test_deployment__yaml_file_route(tmp_path, monkeypatch):
+    monkeypatch.delenv("DPPCA_LEDGER__URL")
+    folder = tmp_path / "dask-config"
+    folder.mkdir()
+    ledger = tmp_path / "custodian" / "ledger.sqlite"
+    (folder / "dppca.yaml").write_text(
+        f"dppca:\n  ledger:\n    required: true\n    url: sqlite:///{ledger}\n"
+        "    allow_run_config: false\n    require_cap: yes\n")
+    settings = deployment_settings()
+    assert settings.ledger_required and settings.ledger_path == ledger and settings.require_cap
+    # A run cannot switch the strict settings off with dask.config or the environment either.
+    monkeypatch.setenv("DPPCA_LEDGER__ALLOW_RUN_CONFIG", "true")
+    with dask.config.set({"dppca.ledger.required": False, "dppca.ledger.require_cap": False}):
+        settings = deployment_settings()
+        assert settings.ledger_required and settings.require_cap
+        assert not settings.allow_run_config
+
+
+def test_deployment__required_ledger_cannot_be_disabled(tmp_path, data, ledger_path,
+                                                        monkeypatch):
     cfg = _config(tmp_path, data, {"enabled": False})
     with (dask.config.set({"dppca.ledger.required": True}),
           pytest.raises(ConfigError, match="'budget_ledger.enabled'.*requires")):
         execute(cfg, progress=False)
-    assert not (tmp_path / "out").exists()
-    assert not (tmp_path / "dppca-budget-ledger.jsonl").exists()
-
-
-def test_deployment__env_var_route(tmp_path, data, monkeypatch):
+    assert not (tmp_path / "out").exists() and not ledger_path.exists()
     monkeypatch.setenv("DASK_DPPCA__LEDGER__REQUIRED", "true")
-    assert deployment_settings().ledger_required
-    cfg = _config(tmp_path, data, {"enabled": False})
-    (tmp_path / "run.yaml").write_text(__import__("yaml").safe_dump(cfg.to_dict()))
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
     result = CliRunner().invoke(main, ["run", str(tmp_path / "run.yaml"), "-q"])
     assert result.exit_code == 1 and "requires the persistent budget ledger" in result.output
     monkeypatch.setenv("DASK_DPPCA__LEDGER__REQUIRED", "maybe")
@@ -72,34 +128,40 @@ def test_deployment__env_var_route(tmp_path, data, monkeypatch):
         deployment_settings()
 
 
-def test_deployment__yaml_file_route(tmp_path, data):
-    folder = tmp_path / "dask-config"
-    folder.mkdir()
-    ledger = tmp_path / "custodian" / "ledger.jsonl"
-    (folder / "dppca.yaml").write_text(
-        f"dppca:\n  ledger:\n    required: true\n    path: {ledger}\n")
-    settings = deployment_settings()
-    assert settings.ledger_required and settings.ledger_path == str(ledger)
-    # A run config cannot switch required off with dask.config either.
-    with dask.config.set({"dppca.ledger.required": False}):
-        assert deployment_settings().ledger_required
+def test_deployment__another_output_folder_is_the_same_ledger(tmp_path, data, ledger_path):
+    for name in ("a", "elsewhere/b"):
+        execute(_config(tmp_path, data, name=name), progress=False)
+    ledger = Ledger(ledger_path)
+    assert [r.status for r in ledger.reservations()] == ["released", "released"]
+    assert len(ledger.datasets()) == 1
+    assert not list(tmp_path.rglob("*.jsonl"))
 
 
-def test_deployment__ledger_path_is_used_and_cannot_be_changed(tmp_path, data, monkeypatch):
-    custodian = tmp_path / "custodian" / "ledger.jsonl"
-    monkeypatch.setenv("DASK_DPPCA__LEDGER__PATH", str(custodian))
-    other = tmp_path / "mine.jsonl"
-    with pytest.raises(ConfigError, match="'budget_ledger.path'.*deployment's ledger"):
-        execute(_config(tmp_path, data, {"path": str(other)}), progress=False)
+def test_deployment__a_run_config_cannot_name_another_ledger(tmp_path, data, ledger_path):
+    other = tmp_path / "mine.sqlite"
+    for key in ("path", "url"):
+        cfg = _config(tmp_path, data, {key: str(other)})
+        with pytest.raises(ConfigError, match=rf"'budget_ledger.{key}' config key must be left "
+                                              r"out: the budget ledger is the deployment's"):
+            execute(cfg, progress=False)
+        (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+        shown = CliRunner().invoke(main, ["plan", str(tmp_path / "run.yaml")])
+        assert shown.exit_code == 1 and "dppca.ledger.allow_run_config" in shown.output
     assert not other.exists() and not (tmp_path / "out").exists()
-    # No path in the run config (or the same one): the deployment's ledger is used.
-    execute(_config(tmp_path, data, {"cap": {"eps": 1.5, "delta": 1e-5}}), progress=False)
-    assert [e.kind for e in BudgetLedger(custodian).history()] == ["reserve", "release"]
-    assert not (tmp_path / "dppca-budget-ledger.jsonl").exists()
-    with pytest.raises(Exception, match="past the cap"):
-        execute(_config(tmp_path, data, {"path": str(custodian), "cap": {"eps": 1.5,
-                                                                          "delta": 1e-5}},
-                        name="again"), progress=False)
-    # dppca-dask budget reads the deployment's ledger by default.
-    shown = CliRunner().invoke(main, ["budget", str(data)])
-    assert shown.exit_code == 0 and " released " in shown.output
+    # Naming the deployment's own ledger is fine; with the deployment's leave, another one too.
+    execute(_config(tmp_path, data, {"url": f"sqlite:///{ledger_path}"}), progress=False)
+    with dask.config.set({"dppca.ledger.allow_run_config": True}):
+        assert ledger_location(_config(tmp_path, data, {"path": str(other)})) == other
+        execute(_config(tmp_path, data, {"path": str(other)}, name="again"), progress=False)
+    assert len(Ledger(other).reservations()) == 1 and len(Ledger(ledger_path).reservations()) == 1
+
+
+def test_deployment__old_jsonl_ledger_is_not_written(tmp_path, data, monkeypatch):
+    old = tmp_path / "budget-ledger.jsonl"
+    old.write_text('{"kind": "reserve", "release_id": "r", "dataset": "d", "eps": 1, '
+                   '"delta": 0}\n')
+    before = old.read_bytes()
+    monkeypatch.setenv("DPPCA_LEDGER__URL", str(old))  # a deployment still naming its old file
+    with pytest.raises(InputError, match="JSON-lines ledger written by an earlier version"):
+        execute(_config(tmp_path, data), progress=False)
+    assert old.read_bytes() == before and not (tmp_path / "out").exists()

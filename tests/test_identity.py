@@ -8,13 +8,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from dppca_dask import BudgetError
+from dppca_dask import BudgetError, InputError
 from dppca_dask.cli import main
 from dppca_dask.io.data import describe_source
 from dppca_dask.io.datasets import write_demo_dataset
 from dppca_dask.io.identity import normalise_location, resolve_dataset
+from dppca_dask.pipeline.budget_cap import Cap
 from dppca_dask.pipeline.config import RunConfig
-from dppca_dask.pipeline.ledger import BudgetLedger, dataset_key
+from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.runner import execute
 
 
@@ -52,10 +53,9 @@ def _spellings(store) -> list[dict]:
 
 def test_resolve_dataset__every_spelling_one_key(store):
     spellings = [*_spellings(store), {"path": f"file://localhost{store}", "array": "X"}]
-    keys = {resolve_dataset(i["path"], i.get("array")).key for i in spellings}
-    assert keys == {f"{os.path.realpath(store)}::X"}
-    assert {dataset_key(i["path"], i.get("array"), i.get("columns"))
-            for i in spellings} == keys
+    identities = {resolve_dataset(i["path"], i.get("array")) for i in spellings}
+    assert {i.key for i in identities} == {f"{os.path.realpath(store)}::X"}
+    assert len({i.dataset_id for i in identities}) == 1  # columns never enter it
 
 
 def test_resolve_dataset__pick_matches_the_reader(store):
@@ -77,7 +77,7 @@ def test_normalise_location__remote_urls():
     assert {normalise_location(u) for u in same} == {"s3://bucket/data/x.zarr"}
     assert normalise_location("HTTPS://Example.COM/a/./b/") == "https://example.com/a/b"
     assert normalise_location("gs://b/x.zarr/") == "gs://b/x.zarr"
-    assert dataset_key("S3://Bucket/x.zarr/", "X") == "s3://bucket/x.zarr::X"
+    assert resolve_dataset("S3://Bucket/x.zarr/", "X", pick=False).key == "s3://bucket/x.zarr::X"
 
 
 def test_resolve_dataset__memory_store_array_node():
@@ -96,26 +96,24 @@ def _config(tmp_path, source: dict, name: str) -> RunConfig:
         "privacy": {"eps": 1.0, "delta": 1e-6},
         "cluster": {"kind": "local", "n_workers": 1, "processes": False},
         "output": {"directory": str(tmp_path / name)},
-        "budget_ledger": {"path": str(tmp_path / "ledger.jsonl"),
-                          "cap": {"eps": 1.5, "delta": 1e-5}},
     })
 
 
-def test_cap__refused_for_every_spelling(tmp_path, store):
+def test_cap__refused_for_every_spelling(tmp_path, store, ledger_path):
+    ledger = Ledger(ledger_path)
+    ledger.set_cap(resolve_dataset(store), Cap(1.5, 1e-5))  # the custodian's cap
     execute(_config(tmp_path, {"path": str(store), "array": "X"}, "first"), progress=False)
-    ledger_file = tmp_path / "ledger.jsonl"
-    before = ledger_file.read_text()
     for i, source in enumerate(_spellings(store)):
-        with pytest.raises(BudgetError, match="past the cap"):
+        with pytest.raises(BudgetError, match="past the custodian's cap"):
             execute(_config(tmp_path, source, f"out{i}"), progress=False)
         assert not (tmp_path / f"out{i}").exists()
-    assert ledger_file.read_text() == before  # nothing reserved by the refused runs
+    assert len(ledger.reservations()) == 1  # nothing reserved by the refused runs
     # Through the command line too, with a column subset given by position.
     cfg = _config(tmp_path, {"path": "./link.zarr/", "columns": [3]}, "cli").to_dict()
     (tmp_path / "cli.yaml").write_text(yaml.safe_dump(cfg))
     result = CliRunner().invoke(main, ["run", str(tmp_path / "cli.yaml"), "-q"])
-    assert result.exit_code == 1 and "past the cap" in result.output
-    assert BudgetLedger(ledger_file).spent(dataset_key(str(store), "X")).eps == 1.0
+    assert result.exit_code == 1 and "past the custodian's cap" in result.output
+    assert ledger.spent(resolve_dataset(store).dataset_id).basic_eps == 1.0
 
 
 def test_budget__any_spelling_shows_the_same_history(tmp_path, store):
@@ -124,22 +122,57 @@ def test_budget__any_spelling_shows_the_same_history(tmp_path, store):
     runner = CliRunner()
     shown = set()
     for spelling in ("gau.zarr", "./gau.zarr/", "file://" + str(store), "link.zarr/X",
-                     str(store) + "/X/"):
-        result = runner.invoke(main, ["budget", spelling, "--ledger", "ledger.jsonl"])
+                     str(store) + "/X/", resolve_dataset(store).dataset_id):
+        result = runner.invoke(main, ["budget", spelling])
         assert result.exit_code == 0, result.output
-        assert " released " in result.output and "eps = 1, delta = 1e-06" in result.output
+        assert " released; " in result.output
+        assert "basic composition eps = 1, delta = 1e-06" in result.output
         shown.add(result.output)
     assert len(shown) == 1
-    other = runner.invoke(main, ["budget", "gau.zarr", "--array", "group", "--ledger",
-                                 "ledger.jsonl"])
-    assert "No releases recorded" in other.output
+    other = runner.invoke(main, ["budget", "gau.zarr", "--array", "group"])
+    assert other.exit_code == 1 and "has no entry in the budget ledger" in other.output
 
 
-def test_ledger__legacy_keys_with_columns_still_count(tmp_path):
-    from dppca_dask.privacy.budget import PrivacyBudget
+def test_dataset_id__written_by_convert_and_demo_and_kept_by_a_copy(tmp_path, store):
+    import json
+    import shutil
 
-    ledger = BudgetLedger(tmp_path / "l.jsonl")
-    key = dataset_key(str(tmp_path / "d.zarr"), "X")
-    ledger.reserve(key + "::columns=a,b", PrivacyBudget(1.0, 0.0))  # as older versions wrote
-    with pytest.raises(BudgetError, match="past the cap"):
-        ledger.reserve(key, PrivacyBudget(1.0, 0.0), cap=PrivacyBudget(1.5, 1e-6))
+    from dppca_dask.io.convert import convert
+
+    ident = resolve_dataset(store)
+    assert ident.id_source == "attribute" and ident.shape == (50, 20)
+    attrs = json.loads((store / "zarr.json").read_text())["attributes"]
+    assert attrs["dppca_dataset_id"] == ident.dataset_id
+    shutil.copytree(store, tmp_path / "copy.zarr")  # cp -r: the same dataset, the same budget
+    copy = resolve_dataset(tmp_path / "copy.zarr")
+    assert copy.dataset_id == ident.dataset_id and copy.key != ident.key
+    assert resolve_dataset(store, "group").dataset_id == f"{ident.dataset_id}/group"
+    csv = tmp_path / "x.csv"
+    csv.write_text("a,b\n1,2\n3,5\n4,4\n")
+    first = resolve_dataset(convert(csv, tmp_path / "x.zarr"))
+    again = resolve_dataset(convert(csv, tmp_path / "y.zarr"))
+    assert first.id_source == "attribute" and first.dataset_id != again.dataset_id
+    replaced = resolve_dataset(convert(csv, tmp_path / "x.zarr", overwrite=True))
+    assert replaced.dataset_id == first.dataset_id  # overwrite keeps the spent budget
+
+
+def test_dataset_id__derived_without_an_attribute(tmp_path):
+    import numpy as np
+    import xarray as xr
+
+    path = tmp_path / "plain.zarr"
+    xr.Dataset({"X": (("s", "v"), np.zeros((4, 2)))}).to_zarr(path, consolidated=False)
+    ident = resolve_dataset(path)
+    assert ident.id_source == "derived" and ident.dataset_id.startswith("derived-")
+    assert ident.dataset_id == resolve_dataset(f"file://{path}/X").dataset_id
+    bigger = tmp_path / "bigger" / "plain.zarr"
+    xr.Dataset({"X": (("s", "v"), np.zeros((5, 2)))}).to_zarr(bigger, consolidated=False)
+    assert resolve_dataset(bigger).dataset_id != ident.dataset_id
+    csv = tmp_path / "x.csv"
+    csv.write_text("a\n1\n")
+    assert resolve_dataset(csv).dataset_id.startswith("derived-")
+    import zarr
+
+    zarr.open_group(path, mode="r+")["X"].attrs["dppca_dataset_id"] = 7
+    with pytest.raises(InputError, match="'dppca_dataset_id' attribute .* must be a UUID-like"):
+        resolve_dataset(path)

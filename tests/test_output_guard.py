@@ -149,3 +149,17 @@ def test_plan__refuses_the_output_that_run_would_refuse(setup):
     assert result.exit_code != 0
     assert "output.directory" in result.output and len(result.output.strip().splitlines()) == 1
     assert _digest(store, ledger) == before
+
+
+def test_run__output_around_the_deployment_ledger_is_refused(setup, ledger_path, monkeypatch):
+    """The deployment's ledger (dppca.ledger.url) is protected like one a run config names."""
+    tmp_path, store, _, _ = setup
+    ledger_path.parent.mkdir(parents=True, exist_ok=True)
+    cfg = {"input": {"path": str(store)}, "privacy": {"eps": 1.0, "delta": 1e-6},
+           "cluster": {"kind": "local", "n_workers": 1, "processes": False},
+           "output": {"directory": str(ledger_path.parent)}}
+    path = tmp_path / "deployed.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    result = CliRunner().invoke(main, ["run", str(path), "-q", "--overwrite"])
+    assert result.exit_code == 1 and "the budget ledger file" in result.output
+    assert not ledger_path.exists()

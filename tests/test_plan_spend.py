@@ -15,6 +15,7 @@ from dppca_dask._rformat import format_r_scalar
 from dppca_dask.cli import main
 from dppca_dask.io.datasets import write_demo_dataset
 from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.runner import execute, plan_run
 from dppca_dask.privacy.accounting import ledger_totals
 from dppca_dask.privacy.plan import records_match
@@ -50,13 +51,13 @@ def store(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_plan__spend_equals_release_ledger_and_reservation(tmp_path, store, case):
+def test_plan__spend_equals_release_ledger_and_reservation(tmp_path, store, case, ledger_path):
     task, extra = CASES[case]
     cfg = {"input": {"path": str(store), "array": "X"}, "task": task,
            "privacy": {"eps": 1.5, "delta": 1e-5},
            "cluster": {"kind": "local", "n_workers": 1, "processes": False},
            "output": {"directory": str(tmp_path / "out"), "formats": ["zarr"]},
-           "budget_ledger": {"path": str(tmp_path / "ledger.jsonl")}, "rng": 4, **extra}
+           "rng": 4, **extra}
     config = RunConfig.from_dict(cfg)
     plan = plan_run(config)
     path = tmp_path / "run.yaml"
@@ -84,6 +85,7 @@ def test_plan__spend_equals_release_ledger_and_reservation(tmp_path, store, case
     assert set(planned["total"]) == set(written)
     for key, value in planned["total"].items():
         assert value == pytest.approx(written[key], rel=1e-12)
-    events = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
-    reserve = next(e for e in events if e["kind"] == "reserve")
-    assert (reserve["eps"], reserve["delta"]) == (plan.spend.eps, plan.spend.delta)
+    (reservation,) = Ledger(ledger_path).reservations()  # the deployment's ledger (conftest)
+    assert (reservation.eps, reservation.delta) == (plan.spend.eps, plan.spend.delta)
+    assert reservation.planned == tuple(r.as_dict() for r in plan.release.records)
+    assert reservation.status == "released" and len(reservation.records) == len(result.ledger)

@@ -274,22 +274,48 @@ class OutputConfig(_Model):
     overwrite: bool = False
 
 
-class BudgetLedgerConfig(_Model):
-    """The persistent per-dataset budget ledger (see :mod:`dppca_dask.pipeline.ledger`).
+class BudgetCapConfig(_Model):
+    """A run's own cap: ``eps`` and ``delta`` together, and/or ``rho`` (zCDP)."""
 
-    ``path`` defaults to ``dppca-budget-ledger.jsonl`` next to the output directory; ``cap``
-    refuses, before any data is read, a run that would push the dataset's cumulative spend past it.
-    A deployment can require the ledger and fix its path (:mod:`dppca_dask.pipeline.deployment`).
+    eps: NonNegativeFloat | None = None
+    delta: Annotated[float, Field(ge=0, lt=1)] | None = None
+    rho: NonNegativeFloat | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> BudgetCapConfig:
+        if (self.eps is None) != (self.delta is None):
+            raise ValueError("give eps and delta together (and/or rho)")
+        if self.eps is None and self.rho is None:
+            raise ValueError("give eps and delta, or rho")
+        return self
+
+
+class BudgetLedgerConfig(_Model):
+    """The run's use of the persistent budget ledger (see :mod:`dppca_dask.pipeline.ledger`).
+
+    The ledger's location is the deployment's (Dask config ``dppca.ledger.url``, default a
+    per-user data directory); ``path``/``url`` may name another only where the deployment allows
+    it (``dppca.ledger.allow_run_config``). The dataset's cap is the custodian's, stored in the
+    ledger (``dppca-dask budget cap``); ``cap`` here can only lower it for this run (a looser
+    value is ignored with a warning). ``enabled: false`` skips the ledger unless the deployment
+    requires it (:mod:`dppca_dask.pipeline.deployment`).
     """
 
     enabled: bool = True
     path: str | None = None
-    cap: BudgetPair | None = None
+    url: str | None = None
+    cap: BudgetCapConfig | None = None
 
-    def resolved_path(self, output_directory: str) -> Path:
-        if self.path is not None:
-            return Path(self.path)
-        return Path(output_directory).resolve().parent / "dppca-budget-ledger.jsonl"
+    @model_validator(mode="after")
+    def _one_location(self) -> BudgetLedgerConfig:
+        if self.path is not None and self.url is not None:
+            raise ValueError("give path or url, not both")
+        return self
+
+    @property
+    def location(self) -> str | None:
+        """The ledger the run config names (``path`` or ``url``), if any."""
+        return self.url if self.url is not None else self.path
 
 
 class RunConfig(_Model):

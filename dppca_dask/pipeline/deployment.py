@@ -1,44 +1,113 @@
-"""Deployment (data-custodian) settings that a run config cannot override.
+"""Deployment (data-custodian) settings: where the budget ledger lives, and what a run may change.
 
-They are read from the Dask configuration namespace ``dppca``, i.e. from the YAML files on Dask's
-search path (``/etc/dask/*.yaml``, ``~/.config/dask/*.yaml``, ``$DASK_CONFIG``), from environment
-variables (``DASK_DPPCA__LEDGER__REQUIRED=true``, ``DASK_DPPCA__LEDGER__PATH=/srv/ledger.jsonl``)
-and from ``dask.config.set``:
+They are read from the Dask configuration namespace ``dppca``: the YAML files on Dask's search
+path (``/etc/dask/*.yaml``, ``~/.config/dask/*.yaml``, ``$DASK_CONFIG``), environment variables
+in Dask's convention (``DASK_DPPCA__LEDGER__URL=/srv/ledger.sqlite``, or without the ``DASK_``
+prefix: ``DPPCA_LEDGER__URL=...``; ``__`` separates levels) and ``dask.config.set``. Files and
+environment variables are re-read at each call (not only when Dask was imported). Precedence for
+a value: YAML files < ``DASK_DPPCA__*`` < ``DPPCA_*`` < ``dask.config.set``. The switches
+combine so that the stricter setting of any source wins.
 
-* ``dppca.ledger.required`` (bool, default false): a run config with
-  ``budget_ledger.enabled: false`` is refused before any work;
-* ``dppca.ledger.path`` (optional): the ledger every run uses; a run config naming a different
-  ``budget_ledger.path`` is refused, one naming none gets this one.
+* ``dppca.ledger.url`` -- the ledger (a SQLite database, :mod:`dppca_dask.pipeline.ledger`): a
+  plain path (``~`` expanded, relative paths taken from the working directory) or
+  ``sqlite:///abs/path`` (``file:///abs/path`` too). Default: a per-user data directory,
+  ``$XDG_DATA_HOME/dppca_dask/ledger.sqlite``, else ``~/.local/share/dppca_dask/ledger.sqlite``.
+  (``dppca.ledger.path`` is the older name of the same setting.)
+* ``dppca.ledger.allow_run_config`` (bool, default false): whether a run config's
+  ``budget_ledger.path``/``url`` may name another ledger. Without it, a run config naming a
+  ledger other than the deployment's is a :class:`ConfigError`. False in any source wins.
+* ``dppca.ledger.required`` (bool, default false): a run config with ``budget_ledger.enabled:
+  false`` is refused before any work. True in any source wins.
+* ``dppca.ledger.require_cap`` (bool, default false): a run on a dataset for which the custodian
+  has set no cap (``dppca-dask budget cap``) is refused. True in any source wins.
+* ``dppca.ledger.journal_mode`` (``wal``, default, or ``delete``): SQLite's journal. WAL is the
+  right choice on a local file system; a ledger on a network file system that several driver
+  hosts share needs ``delete`` (and working POSIX locks on that file system).
 
-Files and environment variables are re-read at each run (not only when Dask was imported);
-``required`` holds when any source sets it. This is deliberately small: caps still come from the
-run config (a later change moves the ledger and the caps to the custodian).
+Caps live in the ledger (set by the custodian with ``dppca-dask budget cap``), not here and not in
+the run config (which may only lower them for one run).
 
 Example ``/etc/dask/dppca.yaml``::
 
     dppca:
       ledger:
+        url: sqlite:///srv/dppca/ledger.sqlite
         required: true
-        path: /srv/dppca/budget-ledger.jsonl
 """
 
 from __future__ import annotations
 
+import ast
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dppca_dask.errors import ConfigError
 
-__all__ = ["DeploymentSettings", "apply_deployment", "deployment_settings"]
+__all__ = ["DeploymentSettings", "apply_deployment", "default_ledger_path",
+           "deployment_settings", "ledger_location", "parse_ledger_url"]
+
+_JOURNAL_MODES = ("wal", "delete")
 
 
 @dataclass(frozen=True)
 class DeploymentSettings:
-    """The custodian's ledger settings."""
+    """The custodian's ledger settings (see the module docstring)."""
 
     ledger_required: bool = False
-    ledger_path: str | None = None
+    ledger_url: str | None = None
+    """The configured ``dppca.ledger.url`` (``None``: the per-user default)."""
+    allow_run_config: bool = False
+    require_cap: bool = False
+    journal_mode: str = "wal"
+
+    @property
+    def ledger_path(self) -> Path:
+        """The ledger file every run uses (the configured url, else the per-user default)."""
+        if self.ledger_url is None:
+            return default_ledger_path()
+        return parse_ledger_url(self.ledger_url, "dppca.ledger.url")
+
+
+def default_ledger_path() -> Path:
+    """``$XDG_DATA_HOME/dppca_dask/ledger.sqlite``, else ``~/.local/share/dppca_dask/...``."""
+    base = os.environ.get("XDG_DATA_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "share"
+    return root / "dppca_dask" / "ledger.sqlite"
+
+
+def parse_ledger_url(url: Any, key: str) -> Path:
+    """The file a ledger url names: a plain path, ``sqlite:///abs/path`` or ``file:///abs/path``.
+
+    Examples
+    --------
+    >>> str(parse_ledger_url("sqlite:///srv/dppca/ledger.sqlite", "dppca.ledger.url"))
+    '/srv/dppca/ledger.sqlite'
+    >>> parse_ledger_url("postgres://db/ledger", "dppca.ledger.url")
+    Traceback (most recent call last):
+    ...
+    dppca_dask.errors.ConfigError: The 'dppca.ledger.url' setting must be a path or a \
+sqlite:///path URL (a SQLite file). Got 'postgres://db/ledger' instead.
+    """
+    if not isinstance(url, str | os.PathLike) or not os.fspath(url).strip():
+        raise ConfigError(f"The {key!r} setting must be a path or a sqlite:///path URL (a SQLite "
+                          f"file). Got {url!r} instead.")
+    text = os.fspath(url).strip()
+    lower = text.lower()
+    for scheme in ("sqlite://", "file://"):
+        if lower.startswith(scheme):
+            rest = text[len(scheme):]
+            if not rest.startswith("/") or rest.startswith("/:memory:"):
+                raise ConfigError(f"The {key!r} setting must be a path or a sqlite:///path URL "
+                                  f"with an absolute path (three slashes, then the path). Got "
+                                  f"{text!r} instead.")
+            return Path("/" + rest.lstrip("/"))
+    if "://" in text:
+        raise ConfigError(f"The {key!r} setting must be a path or a sqlite:///path URL (a SQLite "
+                          f"file). Got {text!r} instead.")
+    return Path(os.path.abspath(os.path.expanduser(text)))
 
 
 def _as_bool(value: Any, key: str) -> bool:
@@ -54,22 +123,42 @@ def _as_bool(value: Any, key: str) -> bool:
                       f"Got {value!r} instead.")
 
 
-def _ledger_section() -> dict[str, Any]:
+def _prefixed_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``DPPCA_LEDGER__URL=...`` etc. as ``{"dppca": {"ledger": {"url": ...}}}`` (Dask's rules:
+    ``__`` nests, keys lower-cased, values parsed as Python literals when they are one)."""
+    out: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith("DPPCA_"):
+            continue
+        parts = name[len("DPPCA_"):].lower().split("__")
+        try:
+            value: Any = ast.literal_eval(raw)
+        except (SyntaxError, ValueError):
+            value = raw
+        node = out.setdefault("dppca", {})
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            node[parts[-1]] = value
+    return out
+
+
+def _sections() -> list[dict[str, Any]]:
+    """The ``dppca.ledger`` mapping of each source, lowest precedence first."""
     import dask.config
 
-    fresh = dask.config.collect(paths=dask.config.paths, env=os.environ)
-    merged: dict[str, Any] = {}
-    for source in (fresh, dask.config.config):  # runtime dask.config.set wins for the path
+    sources = [dask.config.collect(paths=dask.config.paths, env=os.environ),
+               _prefixed_env(os.environ), dask.config.config]
+    out = []
+    for source in sources:
         section = (source.get("dppca") or {}).get("ledger") or {}
         if not isinstance(section, dict):
             raise ConfigError("The deployment setting 'dppca.ledger' (Dask config) must be a "
                               f"mapping. Got {section!r} instead.")
-        if "required" in section:
-            merged["required"] = merged.get("required", False) or _as_bool(
-                section["required"], "dppca.ledger.required")
-        if section.get("path") not in (None, ""):
-            merged["path"] = section["path"]
-    return merged
+        out.append(section)
+    return out
 
 
 def deployment_settings() -> DeploymentSettings:
@@ -82,33 +171,71 @@ def deployment_settings() -> DeploymentSettings:
     ...     deployment_settings().ledger_required
     True
     """
-    section = _ledger_section()
-    path = section.get("path")
-    if path is not None and not isinstance(path, str | os.PathLike):
-        raise ConfigError("The deployment setting 'dppca.ledger.path' (Dask config) must be a "
-                          f"path. Got {path!r} instead.")
-    return DeploymentSettings(bool(section.get("required", False)),
-                              None if path is None else os.fspath(path))
+    required = require_cap = False
+    allow: bool | None = None
+    url: Any = None
+    journal = "wal"
+    for section in _sections():
+        if "required" in section:
+            required = _as_bool(section["required"], "dppca.ledger.required") or required
+        if "require_cap" in section:
+            require_cap = _as_bool(section["require_cap"], "dppca.ledger.require_cap") \
+                or require_cap
+        if "allow_run_config" in section:
+            value = _as_bool(section["allow_run_config"], "dppca.ledger.allow_run_config")
+            allow = value if allow is None else (allow and value)
+        for name in ("path", "url"):  # url wins over the older name within one source
+            if section.get(name) not in (None, ""):
+                url = section[name]
+        if section.get("journal_mode") not in (None, ""):
+            journal = str(section["journal_mode"]).strip().lower()
+            if journal not in _JOURNAL_MODES:
+                raise ConfigError("The deployment setting 'dppca.ledger.journal_mode' (Dask "
+                                  f"config) must be one of {list(_JOURNAL_MODES)}. Got "
+                                  f"{section['journal_mode']!r} instead.")
+    if url is not None:
+        parse_ledger_url(url, "dppca.ledger.url")  # a bad url is an error now, not at the run
+    return DeploymentSettings(required, None if url is None else os.fspath(url), bool(allow),
+                              require_cap, journal)
 
 
-def _same_file(a: str, b: str) -> bool:
+def ledger_location(config: Any, settings: DeploymentSettings | None = None) -> Path:
+    """The ledger a run of ``config`` (a :class:`~dppca_dask.pipeline.config.RunConfig`) uses.
+
+    The deployment's, unless the run config names one and the deployment allows that
+    (``dppca.ledger.allow_run_config``); a run config naming the deployment's own ledger is fine.
+    Raises :class:`ConfigError`.
+    """
+    settings = settings or deployment_settings()
+    ledger = config.budget_ledger
+    deployed = settings.ledger_path
+    named = ledger.location
+    if named is None:
+        return deployed
+    key = "budget_ledger.url" if ledger.url is not None else "budget_ledger.path"
+    path = parse_ledger_url(named, key)
+    if _same_file(path, deployed) or settings.allow_run_config:
+        return path
+    raise ConfigError(f"The {key!r} config key must be left out: the budget ledger is the "
+                      f"deployment's ({str(deployed)!r}, Dask config dppca.ledger.url), and this "
+                      "deployment does not let a run config name another one "
+                      f"(dppca.ledger.allow_run_config is not true). Got {named!r} instead.")
+
+
+def _same_file(a: Path, b: Path) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
 def apply_deployment(config: Any) -> Any:
-    """Check a :class:`~dppca_dask.pipeline.config.RunConfig` against the deployment; return the config
-    the run must use (with the deployment's ledger path). Raises :class:`ConfigError`."""
+    """Check a :class:`~dppca_dask.pipeline.config.RunConfig` against the deployment: a required
+    ledger cannot be disabled, a ledger named by the run must be allowed. Returns ``config``
+    unchanged (the ledger's location is :func:`ledger_location`). Raises :class:`ConfigError`."""
     settings = deployment_settings()
     ledger = config.budget_ledger
     if settings.ledger_required and not ledger.enabled:
         raise ConfigError("The 'budget_ledger.enabled' config key must be true: this deployment "
                           "requires the persistent budget ledger (Dask config "
                           "dppca.ledger.required). Got false instead.")
-    if settings.ledger_path is None:
-        return config
-    if ledger.path is not None and not _same_file(ledger.path, settings.ledger_path):
-        raise ConfigError(f"The 'budget_ledger.path' config key must be left out or equal to the "
-                          f"deployment's ledger {settings.ledger_path!r} (Dask config "
-                          f"dppca.ledger.path). Got {ledger.path!r} instead.")
-    return config.model_copy(update={
-        "budget_ledger": ledger.model_copy(update={"path": settings.ledger_path})})
+    if ledger.enabled:
+        ledger_location(config, settings)
+    return config

@@ -3,14 +3,17 @@
 Order of a run, each step refusing bad input before the next costs anything:
 
 1. the config is validated (:mod:`dppca_dask.pipeline.config`) and checked against the deployment's
-   settings (:mod:`dppca_dask.pipeline.deployment`: a required ledger, the custodian's ledger path);
+   settings (:mod:`dppca_dask.pipeline.deployment`: a required ledger, the deployment's ledger,
+   which a run config may replace only where the deployment allows it);
 2. the output location is checked: never the input store, inside it or around it, nor around
    the ledger file (:func:`~dppca_dask.io.identity.check_output_location`, with or without
    overwrite); no overwrite unless asked;
 3. the budget is resolved and the noise planned from public quantities (n, p, ε, δ);
 4. the input's metadata is read (shape, names; never values);
-5. the spend is reserved in the persistent ledger under the dataset's identity
-   (:mod:`dppca_dask.io.identity`), refusing a run past the cap;
+5. the spend is reserved in the persistent ledger (:mod:`dppca_dask.pipeline.ledger`) under the
+   dataset's id (:mod:`dppca_dask.io.identity`) with the release's planned records, refusing a
+   run past the custodian's cap (lowered, never raised, by ``budget_ledger.cap``) on the tight
+   cumulative figure;
 6. the cluster is opened, the data passes run, noise is drawn once on the driver (through a
    :class:`DrawTracker` that notes the first draw);
 7. every output is written into a temporary directory that is renamed into place at the end,
@@ -18,8 +21,10 @@ Order of a run, each step refusing bad input before the next costs anything:
    (:mod:`dppca_dask.report.html`: the figures the task wrote, the ledger, the config and the work of
    each data pass, recorded by :func:`~dppca_dask.graph.passlog.record_passes`);
 8. the ledger reservation is confirmed once the outputs are in place. A failure before the first
-   draw refunds it (``cancel``); a failure after it (fit, outputs, report) keeps it spent
-   (a ``release`` event with ``status="failed"`` naming only the error type).
+   draw refunds it (``cancelled``); a failure after it (fit, outputs, report) keeps it spent
+   (``failed``, naming only the error type). Ctrl-C and SIGTERM are failures like any other
+   (the CLI raises them: :mod:`dppca_dask.pipeline.interrupts`); the ledger's writes around the
+   reservation hold them back until they are complete.
 
 What each task does is looked up in :data:`dppca_dask.pipeline.tasks.TASKS`.
 """
@@ -39,10 +44,12 @@ from dppca_dask.errors import ConfigError, OutputExistsError
 from dppca_dask.graph.passlog import PassRecord, record_passes
 from dppca_dask.io.data import SourceInfo, as_data, describe_source
 from dppca_dask.io.identity import check_output_location, resolve_dataset
+from dppca_dask.pipeline.budget_cap import Cap
 from dppca_dask.pipeline.cluster import connect, describe_cluster
 from dppca_dask.pipeline.config import RunConfig, dump_config
-from dppca_dask.pipeline.deployment import apply_deployment
-from dppca_dask.pipeline.ledger import BudgetLedger
+from dppca_dask.pipeline.deployment import apply_deployment, deployment_settings, ledger_location
+from dppca_dask.pipeline.interrupts import critical
+from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.tasks import TASKS, TaskSpec, mib
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.privacy.plan import Plan
@@ -252,10 +259,8 @@ def _guard_output(config: RunConfig) -> None:
     if "://" not in path or path.lower().startswith("file://"):
         store = resolve_dataset(path, pick=False).location
         protected += [("the input store", store), ("the input path", path)]
-    settings = config.budget_ledger
-    if settings.enabled:
-        protected.append(("the budget ledger file",
-                          str(settings.resolved_path(config.output.directory))))
+    if config.budget_ledger.enabled:
+        protected.append(("the budget ledger file", str(ledger_location(config))))
     check_output_location(config.output.directory, protected, parameter="output.directory",
                           owner="the run config", cls=ConfigError)
 
@@ -304,34 +309,42 @@ def _report(config: RunConfig, plan: RunPlan, result: Result, passes: tuple[Pass
 def _ledger_reservation(
     config: RunConfig, plan: RunPlan, spec: TaskSpec, seeded: bool, tracker: Any
 ) -> Iterator[dict[str, Any]]:
-    """Reserve the release's spend in the persistent ledger before data is read (cap check);
-    if the run fails, refund it when ``tracker`` saw no draw, else keep it spent (a failed
-    ``release``); confirm it (with the records the body puts in the yielded dict under
-    ``"records"``) when the body ends."""
+    """Reserve the release's planned records in the persistent ledger before data is read (cap
+    check); if the run fails (an exception, Ctrl-C, SIGTERM), refund it when ``tracker`` saw no
+    draw, else keep it spent (``failed``); confirm it (with the records the body puts in the
+    yielded dict under ``"records"``) when the body ends."""
     settings = config.budget_ledger
     holder: dict[str, Any] = {}
     if not settings.enabled:
         yield holder
         return
-    ledger = BudgetLedger(settings.resolved_path(config.output.directory))
-    key = resolve_dataset(config.input.path, plan.source.array,
-                          storage_options=config.input.storage_options or None).key
-    planned = plan.spend  # what `plan` printed
-    cap = PrivacyBudget(settings.cap.eps, settings.cap.delta) if settings.cap else None
+    deployment = deployment_settings()
+    ledger = Ledger(ledger_location(config, deployment), journal_mode=deployment.journal_mode)
+    identity = resolve_dataset(config.input.path, plan.source.array,
+                               storage_options=config.input.storage_options or None)
+    run_cap = None if settings.cap is None else Cap(settings.cap.eps, settings.cap.delta,
+                                                    settings.cap.rho)
     output = str(Path(config.output.directory).resolve())
-    release_id = ledger.reserve(key, planned, cap=cap, task=config.task, output=output)
+    release_id = None
     try:
+        with critical():
+            release_id = ledger.reserve(
+                identity, [r.as_dict() for r in plan.release.records], plan.spend,
+                run_cap=run_cap, require_cap=deployment.require_cap, task=config.task,
+                output=output, seeded=seeded)
         yield holder
     except BaseException as exc:
-        if tracker.drawn:  # noise exists: the spend stays counted; only the error *type*
-            ledger.fail_after_draw(release_id, key, planned, error=type(exc).__name__,
-                                   task=config.task, output=output, seeded=seeded,
-                                   records=holder.get("records", ()))
-        else:
-            ledger.cancel(release_id, key, planned, task=config.task)
+        if release_id is not None:
+            with critical():
+                if tracker.drawn:  # noise exists: the spend stays counted; only the error *type*
+                    ledger.fail_after_draw(release_id, error=type(exc).__name__, seeded=seeded,
+                                           records=holder.get("records", ()))
+                else:
+                    ledger.cancel(release_id)
         raise
-    ledger.confirm(release_id, key, planned, records=holder.get("records", ()), task=config.task,
-                   output=output, seeded=seeded)
+    assert release_id is not None
+    with critical():
+        ledger.confirm(release_id, holder.get("records", ()), seeded=seeded)
 
 
 def execute(

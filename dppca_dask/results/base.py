@@ -56,10 +56,13 @@ def package_version() -> str:
 def write_atomically(
     path: str | os.PathLike[str], writer: Callable[[str], object], *, overwrite: bool = False
 ) -> str:
-    """Run ``writer(tmp)`` on a temporary sibling of ``path``, then move it into place.
+    """Run ``writer(tmp)`` on a temporary sibling ``.NAME.tmp-XXXXXXXX`` of ``path``, then move
+    it into place.
 
-    A failed write leaves nothing at ``path``; an existing ``path`` is an error unless
-    ``overwrite`` (then it is replaced only after the new output is complete).
+    A failed write -- an exception, or Ctrl-C/SIGTERM raised as one -- leaves nothing at
+    ``path`` and removes the temporary sibling; an existing ``path`` is an error unless
+    ``overwrite`` (then it is replaced only after the new output is complete, and put back if
+    the swap is interrupted).
     """
     target = Path(path)
     if target.exists() and not overwrite:
@@ -73,14 +76,23 @@ def write_atomically(
         writer(str(tmp))
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.replace(target, old / target.name)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
+            try:
+                os.replace(target, old / target.name)
+                try:
+                    os.replace(tmp, target)
+                except BaseException:
+                    os.replace(old / target.name, target)  # put the previous output back
+                    raise
+            finally:
+                if target.exists():  # else the previous output is kept in `old`, never deleted
+                    shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, target)
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink()
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp.exists() or tmp.is_symlink():
+            tmp.unlink()
     return str(target)
 
 
