@@ -41,6 +41,7 @@ class PassRecord:
 
 _KNOWN = {  # task names (kernel functions) -> what the pass computes, in report order
     "unit": "Kendall pair sums",
+    "unit_reread": "Kendall pair sums (each unit reads its rows)",
     "moments_block": "covariance moments (non-private reference)",
     "score_sums": "scree: score sums (empirical centre)",
     "radius_stats": "scree centre: radius counts and clipped sums",
