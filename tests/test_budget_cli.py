@@ -214,12 +214,20 @@ def test_run__sigterm_before_the_noise_refunds_and_leaves_nothing(tmp_path, tiny
     assert not (tmp_path / "out").exists() and not _leftovers(tmp_path)
 
 
+def test_run__ctrl_c_before_the_noise_refunds(tmp_path, tiny, ledger_path):
+    proc, _ = _paused(tmp_path, "fit", _config(tmp_path, tiny, "out"))
+    proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130 and "Interrupted." in out, out
+    (r,) = Ledger(ledger_path).reservations()
+    assert r.status == "cancelled" and not (tmp_path / "out").exists()
+
+
 def test_run__sigterm_while_writing_keeps_the_spend_and_removes_the_temporary(tmp_path, tiny,
                                                                                ledger_path):
     proc, marker = _paused(tmp_path, "write", _config(tmp_path, tiny, "out"))
     tmp = Path(marker.read_text())
-    assert tmp.name.startswith(".out.tmp-") and (tmp / "out.zarr").exists() is False
-    assert any(tmp.iterdir())  # the outputs are in the temporary directory
+    assert tmp.name.startswith(".out.tmp-") and (tmp / "loading.zarr").exists()  # the outputs
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate(timeout=120)[0]
     assert proc.returncode == 143, out
