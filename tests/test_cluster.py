@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import json
 import os
 import pickle
 import signal
@@ -167,7 +166,7 @@ def _config(base: Path, data: Path, name: str, cluster: dict) -> Path:
         "loading": {"block_rows": BLOCK_ROWS},
         "cluster": cluster,
         "output": {"directory": str(base / name), "formats": ["zarr"]},
-        "budget_ledger": {"path": str(base / f"{name}.ledger.jsonl")},
+        "budget_ledger": {"path": str(base / f"{name}.ledger.sqlite")},
         "rng": 2024,
     }
     path = base / f"{name}.yaml"
@@ -205,7 +204,9 @@ def _mid_pass(monitor: object) -> str | None:
 
 
 def _ledger_kinds(path: Path) -> list[str]:
-    return [json.loads(line)["kind"] for line in path.read_text().splitlines()]
+    from dppca_dask.pipeline.ledger import Ledger
+
+    return [e["kind"] for e in Ledger(path).events()]
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +248,7 @@ def test_run__address_cluster_equals_local_cluster(shared):
     assert code == 0, out
     assert "Wrote" in out
     _same_release(shared["base"] / "address", shared["reference"])
-    assert _ledger_kinds(shared["base"] / "address.ledger.jsonl") == ["reserve", "release"]
+    assert _ledger_kinds(shared["base"] / "address.ledger.sqlite") == ["reserve", "release"]
 
 
 @pytest.mark.slow
@@ -267,7 +268,7 @@ def test_run__worker_killed_mid_pass_is_replaced_and_release_unchanged(shared):
         code, out = _finish(proc)
     assert code == 0, out
     _same_release(base / "killed", shared["reference"])
-    assert _ledger_kinds(base / "killed.ledger.jsonl") == ["reserve", "release"]
+    assert _ledger_kinds(base / "killed.ledger.sqlite") == ["reserve", "release"]
     # The nanny replaced the killed worker: two workers again, one of them new.
     monitor.wait_for_workers(2, timeout=WAIT)
     assert victim not in monitor.scheduler_info()["workers"]
@@ -296,7 +297,7 @@ def test_run__scheduler_killed_mid_pass_fails_cleanly_and_writes_nothing(tmp_pat
     assert "Traceback" not in out
     assert not (tmp_path / "lost").exists()
     assert not list(tmp_path.glob(".lost*"))  # no temporary output left behind either
-    assert _ledger_kinds(tmp_path / "lost.ledger.jsonl") == ["reserve", "cancel"]
+    assert _ledger_kinds(tmp_path / "lost.ledger.sqlite") == ["reserve", "cancel"]
 
 
 # ---------------------------------------------------------------- in-process clusters

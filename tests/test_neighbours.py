@@ -10,7 +10,7 @@ persistent ledger's events must be identical between the two runs, except:
 * metadata fields listed in :data:`NOISY_METADATA` (post-processing of private outputs, e.g.
   which pairs PACE-GGM's private selection chose);
 * in the report, the figures and the printed result (they show the released values);
-* in the ledger, event times and ids.
+* in the ledger, reservation ids and start times, event sequence numbers and times.
 
 Anything else that differs is a leak. A field added later is covered automatically: it must be
 identical unless it is declared private.
@@ -33,6 +33,7 @@ import pytest
 import xarray as xr
 
 from dppca_dask.pipeline.config import RunConfig
+from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.runner import execute
 from tests.helpers import figures_not_rendered
 
@@ -86,7 +87,7 @@ def _config(root: Path, task: str, extra: dict[str, Any]) -> RunConfig:
         "privacy": {"eps": 2.0, "delta": 1e-5},
         "cluster": {"kind": "local", "n_workers": 1, "processes": False},
         "output": {"directory": str(root / "out"), "formats": ["zarr"]},
-        "budget_ledger": {"path": str(root / "ledger.jsonl")},
+        "budget_ledger": {"path": str(root / "ledger.sqlite")},
         "rng": 11,
     }
     cfg.update({k: v for k, v in extra.items() if k != "input"})
@@ -98,15 +99,17 @@ def _release(root: Path, task: str, extra: dict[str, Any], x: np.ndarray,
     """Run the task on (x, groups) at the fixed paths; return everything it published."""
     _write(root / "data.zarr", x, groups)
     shutil.rmtree(root / "out", ignore_errors=True)
-    (root / "ledger.jsonl").unlink(missing_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        (root / f"ledger.sqlite{suffix}").unlink(missing_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. an empty noisy histogram: not what is tested
         execute(_config(root, task, extra), progress=False)
     shutil.copytree(root / "out", keep)
-    events = [json.loads(line) for line in (root / "ledger.jsonl").read_text().splitlines()]
-    for event in events:
-        event.pop("time", None)
-        event.pop("release_id", None)
+    ledger = Ledger(root / "ledger.sqlite")
+    events = [{k: v for k, v in r.as_dict().items() if k not in ("id", "started")}
+              for r in ledger.reservations()]
+    events += [{k: v for k, v in e.items() if k not in ("seq", "reservation", "time")}
+               for e in ledger.events()]
     return {"store": keep / f"{task}.zarr", "report": (keep / "report.html").read_text(),
             "ledger": events, "summary": (keep / "summary.txt").read_text(),
             "config": (keep / "config.yaml").read_text()}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +13,7 @@ from dppca_dask import ConfigError, PCAResult, ScoreResult, load_result
 from dppca_dask.cli import main
 from dppca_dask.io.datasets import write_demo_dataset
 from dppca_dask.pipeline.config import RunConfig, load_config
+from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.runner import plan_run
 from tests.helpers import figures_not_rendered
 
@@ -46,7 +46,7 @@ def _write(tmp_path: Path, settings: dict) -> Path:
 
 
 @pytest.mark.slow  # draws every pca figure, and the report's, for real: 4-6 s
-def test_pca_task__run_writes_one_store_figures_samples_report(tmp_path, demo):
+def test_pca_task__run_writes_one_store_figures_samples_report(tmp_path, demo, ledger_path):
     cfg = _write(tmp_path, _settings(tmp_path, demo, samples_format="csv"))
     result = CliRunner().invoke(main, ["run", str(cfg)])
     assert result.exit_code == 0, result.output
@@ -69,12 +69,11 @@ def test_pca_task__run_writes_one_store_figures_samples_report(tmp_path, demo):
     # one read of the input serves both stages
     assert "scree centre: radius counts and clipped sums, score frame: centre counts" in page
     # The persistent ledger reserved exactly what the release spent (one method each).
-    events = [json.loads(line) for line in
-              (tmp_path / "dppca-budget-ledger.jsonl").read_text().splitlines()]
-    assert [e["kind"] for e in events] == ["reserve", "release"]
-    assert events[1]["task"] == "pca" and len(events[1]["records"]) == len(fit.ledger)
-    assert events[1]["eps"] == pytest.approx(fit.metadata["ledger_total"]["eps"])
-    assert events[1]["delta"] == pytest.approx(fit.metadata["ledger_total"]["delta"])
+    (reservation,) = Ledger(ledger_path).reservations()  # the deployment's (tests/conftest.py)
+    assert reservation.status == "released" and reservation.task == "pca"
+    assert len(reservation.records) == len(fit.ledger)
+    assert reservation.eps == pytest.approx(fit.metadata["ledger_total"]["eps"])
+    assert reservation.delta == pytest.approx(fit.metadata["ledger_total"]["delta"])
     # inspect: the run directory, the store, and one part of the store.
     for target, head in ((out, "Differentially Private PCA"),
                          (out / "pca.zarr", "Differentially Private PCA"),
