@@ -3,7 +3,8 @@
 Public API
 ----------
 Budgets
-    :func:`privacy_control`
+    :func:`privacy_control`; the persistent ledger for Python-API releases:
+    :func:`accounting` (a context manager), :func:`ledger_accountant` (for ``ledger=``)
 Estimators
     :func:`dp_loading`, :func:`dp_scree` (with :func:`clipped_control`, :func:`pmwm_control`,
     :func:`huber_control`), :func:`dp_score`, :func:`dp_pca` (all three on shared directions),
@@ -43,6 +44,7 @@ from dppca_dask.pca.sampling import SamplingControl, sample_histogram, sampling_
 from dppca_dask.pca.score import dp_score
 from dppca_dask.pca.scree import dp_scree
 from dppca_dask.pca.scree_controls import clipped_control, huber_control, pmwm_control
+from dppca_dask.pipeline.notebook import accounting, ledger_accountant
 from dppca_dask.plots.score import score_plot_control
 from dppca_dask.plots.scree import scree_plot_control
 from dppca_dask.privacy.budget import PrivacyControl, privacy_control
@@ -55,6 +57,8 @@ from dppca_dask.results.scree import ScreeResult, ScreeSummary
 __all__ = [
     # budgets
     "PrivacyControl",
+    "accounting",
+    "ledger_accountant",
     "privacy_control",
     # estimators
     "dp_loading",

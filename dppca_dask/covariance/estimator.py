@@ -46,6 +46,7 @@ from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.kernels.gram import clipped_gram
+from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.mechanisms import gaussian_zcdp, gaussian_zcdp_symmetric
@@ -279,6 +280,7 @@ def dp_covariance(
     control: PaceGGMControl | Mapping[str, Any] | None = None,
     rng: RngLike = None,
     report_clipping: bool = False,
+    ledger: Accountant | None = None,
 ) -> CovarianceResult:
     """Differentially private second-moment (covariance) matrix Σ(X) = XᵀX/n under ρ-zCDP.
 
@@ -309,6 +311,11 @@ def dp_covariance(
         release is marked as such; the seed is never stored.
     report_clipping
         Also store how many values per variable exceeded the bounds. **Not private.**
+    ledger
+        An :class:`~dppca_dask.privacy.accountant.Accountant` (e.g.
+        ``dppca_dask.ledger_accountant(dataset=...)``) that reserves this release in the
+        persistent budget ledger before any data is read, with the CLI's cap check; default:
+        the one set by ``with dppca_dask.accounting(...)``, else none.
 
     Returns
     -------
@@ -342,10 +349,16 @@ def dp_covariance(
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_rows=1)
     b = parse_bounds(bounds, source.variables)
-    warn_guarantees(plan_covariance(source.p, plan, method=method, control=parsed_control),
-                    source.n)
-    return fit_covariance(source, plan, bounds=b, method=method, control=parsed_control,
-                           rng_state=state, report_clipping=report_clipping)
+    release = plan_covariance(source.p, plan, method=method, control=parsed_control)
+    warn_guarantees(release, source.n)
+    def fit():
+        return fit_covariance(
+            source, plan, bounds=b, method=method, control=parsed_control, rng_state=state,
+            report_clipping=report_clipping,
+        )
+
+    return account(ledger, X, release, owner=_OWNER, rng=state.generator,
+                   seeded=state.seeded, fit=fit)
 
 
 def rho_allocations(method: str, rho: float, control: Any, d: int) -> tuple[tuple[str, float], ...]:

@@ -36,6 +36,7 @@ from dppca_dask.graph.compute import (
 from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.postprocess import align_signs, ordered_eigh
+from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.guarantees import warn_guarantees
@@ -219,6 +220,7 @@ def dp_loading(
     pairs: PairsOption = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
     sensitivity: Sensitivity = "seed",
+    ledger: Accountant | None = None,
 ) -> LoadingResult:
     """Estimate differentially private PC directions from a noisy spherical Kendall matrix.
 
@@ -269,6 +271,11 @@ def dp_loading(
         ``"seed"`` (default, for fidelity with the R package): Frobenius sensitivity 4/n.
         ``"tight"``: 2√2/n, from ‖uuᵀ − vvᵀ‖_F ≤ √2 for unit vectors -- the same guarantee with
         1/√2 of the noise (proof: docs/design/kendall_sensitivity.md).
+    ledger
+        An :class:`~dppca_dask.privacy.accountant.Accountant` (e.g.
+        ``dppca_dask.ledger_accountant(dataset=...)``) that reserves this release in the
+        persistent budget ledger before any data is read, with the CLI's cap check; default:
+        the one set by ``with dppca_dask.accounting(...)``, else none.
 
     Returns
     -------
@@ -299,13 +306,18 @@ def dp_loading(
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner)
     pairs = resolve_pairs(requested, source.n, source.p)[0]
-    warn_guarantees(plan_loading(source.n, source.p, plan, calibration=calibration, pairs=pairs,
-                                 pair_block=pair_block, sensitivity=sensitivity), source.n)
-    return fit_loading(
-        source, plan, calibration=calibration, cpp_option=cpp_option, non_private=non_private,
-        rng_state=state, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
-        sensitivity=sensitivity,
-    )
+    release = plan_loading(source.n, source.p, plan, calibration=calibration, pairs=pairs,
+                                 pair_block=pair_block, sensitivity=sensitivity)
+    warn_guarantees(release, source.n)
+    def fit():
+        return fit_loading(
+            source, plan, calibration=calibration, cpp_option=cpp_option, non_private=non_private,
+            rng_state=state, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
+            sensitivity=sensitivity,
+        )
+
+    return account(ledger, X, release, owner=owner, rng=state.generator,
+                   seeded=state.seeded, fit=fit)
 
 
 def fit_loading(

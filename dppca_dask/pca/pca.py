@@ -83,6 +83,7 @@ from dppca_dask.pca.scree import (
 )
 from dppca_dask.pca.scree_controls import ScreeControlLike, resolve_controls
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
+from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.guarantees import warn_guarantees
@@ -155,6 +156,7 @@ def dp_pca(
     sensitivity: Sensitivity = "seed",
     pairs: PairsOption = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
+    ledger: Accountant | None = None,
 ) -> PCAResult:
     """Differentially private PCA: directions, scree values/PVE and score histograms at once.
 
@@ -208,6 +210,11 @@ def dp_pca(
         pairs within consecutive groups of at most ``pair_block`` rows) or ``"auto"`` (all while
         the all-pairs work is small, blocks above; from n and p only); see
         :func:`~dppca_dask.dp_loading`.
+    ledger
+        An :class:`~dppca_dask.privacy.accountant.Accountant` (e.g.
+        ``dppca_dask.ledger_accountant(dataset=...)``) that reserves this release in the
+        persistent budget ledger before any data is read, with the CLI's cap check; default:
+        the one set by ``with dppca_dask.accounting(...)``, else none.
 
     Returns
     -------
@@ -254,16 +261,23 @@ def dp_pca(
     source = as_data(X, owner=_OWNER, min_cols=2, group=group)
     pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
-    warn_guarantees(plan_pca(source.n, source.p, plan, k=k, scree_methods=scree_methods,
+    release = plan_pca(source.n, source.p, plan, k=k, scree_methods=scree_methods,
                              controls=controls, score_methods=hist_methods, center=centering,
                              frame=frame, supplied=supplied, calibration=calibration,
                              sensitivity=sensitivity, pairs=pairs,
-                    pair_block=pair_block), source.n)
-    return fit_pca(source, plan, k=k, scree_methods=scree_methods, controls=controls,
-                    bins=bins, hist_methods=hist_methods, axes=axes, V_dp=V_dp, mono=mono,
-                    cpp_option=cpp_option, non_private=non_private, calibration=calibration,
-                    rng_state=state, center=centering, frame=frame, block_rows=block_rows,
-                    sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+                    pair_block=pair_block)
+    warn_guarantees(release, source.n)
+    def fit():
+        return fit_pca(
+            source, plan, k=k, scree_methods=scree_methods, controls=controls, bins=bins,
+            hist_methods=hist_methods, axes=axes, V_dp=V_dp, mono=mono, cpp_option=cpp_option,
+            non_private=non_private, calibration=calibration, rng_state=state, center=centering,
+            frame=frame, block_rows=block_rows, sensitivity=sensitivity, pairs=pairs,
+            pair_block=pair_block,
+        )
+
+    return account(ledger, X, release, owner=_OWNER, rng=state.generator,
+                   seeded=state.seeded, fit=fit)
 
 
 def fit_pca(

@@ -65,6 +65,7 @@ from dppca_dask.pca.histograms import (
 )
 from dppca_dask.pca.loading import SENSITIVITIES, loading_records, parse_pairs, resolve_pairs
 from dppca_dask.pca.scree_methods import search_record
+from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
 from dppca_dask.privacy.guarantees import warn_guarantees
@@ -104,6 +105,7 @@ def dp_score(
     sensitivity: Sensitivity = "seed",
     pairs: PairsOption = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
+    ledger: Accountant | None = None,
 ) -> ScoreResult:
     """Differentially private 2-D histograms of PC scores inside a private frame.
 
@@ -163,6 +165,11 @@ def dp_score(
         pairs within consecutive groups of at most ``pair_block`` rows) or ``"auto"`` (all while
         the all-pairs work is small, blocks above; from n and p only); see
         :func:`~dppca_dask.dp_loading`.
+    ledger
+        An :class:`~dppca_dask.privacy.accountant.Accountant` (e.g.
+        ``dppca_dask.ledger_accountant(dataset=...)``) that reserves this release in the
+        persistent budget ledger before any data is read, with the CLI's cap check; default:
+        the one set by ``with dppca_dask.accounting(...)``, else none.
 
     Returns
     -------
@@ -203,14 +210,20 @@ def dp_score(
     source = as_data(X, owner=owner, min_cols=2, group=group)
     pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, owner) if V_dp is not None else None
-    warn_guarantees(plan_score(source.n, source.p, plan, methods=methods, frame=frame,
+    release = plan_score(source.n, source.p, plan, methods=methods, frame=frame,
                                supplied=supplied, calibration=calibration,
                                sensitivity=sensitivity, pairs=pairs,
-                    pair_block=pair_block), source.n)
-    return fit_score(source, plan, axes=axes, bins=bins, methods=methods, V_dp=V_dp,
-                      frame=frame, cpp_option=cpp_option, non_private=non_private,
-                      calibration=calibration, rng_state=state, block_rows=block_rows,
-                      sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+                    pair_block=pair_block)
+    warn_guarantees(release, source.n)
+    def fit():
+        return fit_score(
+            source, plan, axes=axes, bins=bins, methods=methods, V_dp=V_dp, frame=frame,
+            cpp_option=cpp_option, non_private=non_private, calibration=calibration, rng_state=state,
+            block_rows=block_rows, sensitivity=sensitivity, pairs=pairs, pair_block=pair_block,
+        )
+
+    return account(ledger, X, release, owner=owner, rng=state.generator,
+                   seeded=state.seeded, fit=fit)
 
 
 def fit_score(

@@ -62,6 +62,7 @@ from dppca_dask.pca.scree_methods import (
     method_records,
     private_center,
 )
+from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.guarantees import warn_guarantees
@@ -130,6 +131,7 @@ def dp_scree(
     sensitivity: Sensitivity = "seed",
     pairs: PairsOption = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
+    ledger: Accountant | None = None,
 ) -> ScreeResult:
     """Differentially private scree values (variances along private PC directions) and PVE.
 
@@ -194,6 +196,11 @@ def dp_scree(
         pairs within consecutive groups of at most ``pair_block`` rows) or ``"auto"`` (all while
         the all-pairs work is small, blocks above; from n and p only); see
         :func:`~dppca_dask.dp_loading`.
+    ledger
+        An :class:`~dppca_dask.privacy.accountant.Accountant` (e.g.
+        ``dppca_dask.ledger_accountant(dataset=...)``) that reserves this release in the
+        persistent budget ledger before any data is read, with the CLI's cap check; default:
+        the one set by ``with dppca_dask.accounting(...)``, else none.
 
     Returns
     -------
@@ -230,14 +237,20 @@ def dp_scree(
     source = as_data(X, owner=_OWNER)
     pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
-    warn_guarantees(plan_scree(source.n, source.p, plan, methods=methods, controls=controls, k=k,
+    release = plan_scree(source.n, source.p, plan, methods=methods, controls=controls, k=k,
                                center=centering, supplied=supplied, calibration=calibration,
                                sensitivity=sensitivity, pairs=pairs,
-                    pair_block=pair_block), source.n)
-    return fit_scree(source, plan, methods=methods, controls=controls, k=k, V_dp=V_dp,
-                      mono=mono, cpp_option=cpp_option, non_private=non_private,
-                      calibration=calibration, rng_state=state, center=centering,
-                      sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+                    pair_block=pair_block)
+    warn_guarantees(release, source.n)
+    def fit():
+        return fit_scree(
+            source, plan, methods=methods, controls=controls, k=k, V_dp=V_dp, mono=mono,
+            cpp_option=cpp_option, non_private=non_private, calibration=calibration, rng_state=state,
+            center=centering, sensitivity=sensitivity, pairs=pairs, pair_block=pair_block,
+        )
+
+    return account(ledger, X, release, owner=_OWNER, rng=state.generator,
+                   seeded=state.seeded, fit=fit)
 
 
 def fit_scree(

@@ -1,0 +1,84 @@
+"""Accounting of Python-API releases: the protocol the estimators call, and the current one.
+
+An estimator given ``ledger=`` (or run inside :func:`dppca_dask.accounting`, which sets the
+current accountant) reserves its plan's records before any data is read -- the same cap check
+as the CLI -- and then confirms the release with its ledger, or on an error refunds it when no
+noise was drawn and keeps it spent when some was. The persistent ledger that implements this
+lives in :mod:`dppca_dask.pipeline.ledger`; this module only defines the protocol, so the
+estimators do not depend on the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol, TypeVar
+
+from dppca_dask.privacy.plan import Plan
+
+__all__ = ["Accountant", "account", "current_accountant", "using_accountant"]
+
+R = TypeVar("R")
+
+
+class Accountant(Protocol):
+    """Reserves a release before the data is read and settles it afterwards."""
+
+    def reserve(self, X: Any, plan: Plan, *, owner: str, seeded: bool) -> Any:
+        """Check the cap and reserve ``plan``'s records for the dataset ``X``; a token."""
+        ...
+
+    def confirm(self, token: Any, records: list[dict[str, Any]], *, seeded: bool) -> None: ...
+
+    def cancel(self, token: Any) -> None: ...
+
+    def fail(self, token: Any, error: str, *, seeded: bool) -> None: ...
+
+
+_CURRENT: ContextVar[Accountant | None] = ContextVar("dppca_accountant", default=None)
+
+
+def current_accountant() -> Accountant | None:
+    """The accountant set by :func:`using_accountant` (``None``: releases are not accounted)."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def using_accountant(accountant: Accountant | None) -> Iterator[Accountant | None]:
+    """Make ``accountant`` the current one inside the block."""
+    token = _CURRENT.set(accountant)
+    try:
+        yield accountant
+    finally:
+        _CURRENT.reset(token)
+
+
+def _state(rng: Any) -> Any:
+    bit = getattr(rng, "bit_generator", None)
+    return None if bit is None else bit.state
+
+
+def account(accountant: Accountant | None, X: Any, plan: Plan, *, owner: str, rng: Any,
+            seeded: bool, fit: Callable[[], R]) -> R:
+    """Run ``fit`` under ``accountant`` (or the current one): reserve, fit, settle.
+
+    Whether noise was drawn is read from the generator's state (every draw advances it): an
+    error before any draw refunds the reservation, an error after one keeps it spent (the
+    error's type only is recorded).
+    """
+    acct = accountant if accountant is not None else current_accountant()
+    if acct is None:
+        return fit()
+    token = acct.reserve(X, plan, owner=owner, seeded=seeded)
+    before = _state(rng)
+    try:
+        result = fit()
+    except BaseException as exc:
+        if before is not None and _state(rng) == before:
+            acct.cancel(token)
+        else:
+            acct.fail(token, type(exc).__name__, seeded=seeded)
+        raise
+    acct.confirm(token, [r.as_dict() for r in getattr(result, "ledger", ())], seeded=seeded)
+    return result
