@@ -68,6 +68,18 @@ def _config(tmp_path: Path, data: Path, name: str, eps: float = 1.0) -> Path:
     return path
 
 
+def _cap_admitting(tmp_path: Path, data: Path, k: int, eps: float = 1.0) -> str:
+    """A cap eps (at delta 1e-5) that admits exactly k releases of _config(eps=eps): halfway
+    between the tight cumulative figures of k and k + 1 of them (their planned records)."""
+    from dppca_dask.pipeline.config import load_config
+    from dppca_dask.pipeline.runner import plan_run
+    from dppca_dask.privacy.composition import compose
+
+    records = plan_run(load_config(_config(tmp_path, data, "probe", eps=eps))).release.records
+    low, high = (compose(list(records) * m).tight_eps(1e-5) for m in (k, k + 1))
+    return repr((low + high) / 2)
+
+
 def _cli(*args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "dppca_dask.cli", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -116,7 +128,8 @@ def test_budget_show__unknown_dataset_or_ledger_is_an_error(tmp_path, tiny, ledg
 
 def test_budget__cap_show_json_list_and_copies(tmp_path, tiny, ledger_path):
     runner = CliRunner()
-    assert runner.invoke(main, ["budget", "cap", str(tiny), "--eps", "1.5", "--delta",
+    cap = _cap_admitting(tmp_path, tiny, 1)  # one release of eps = 1 (tight composition)
+    assert runner.invoke(main, ["budget", "cap", str(tiny), "--eps", cap, "--delta",
                                 "1e-5"]).exit_code == 0
     assert runner.invoke(main, ["run", str(_config(tmp_path, tiny, "a")), "-q"]).exit_code == 0
     copy = tmp_path / "copy.zarr"
@@ -124,10 +137,10 @@ def test_budget__cap_show_json_list_and_copies(tmp_path, tiny, ledger_path):
     refused = runner.invoke(main, ["run", str(_config(tmp_path, copy, "b")), "-q"])
     assert refused.exit_code == 1 and "past the custodian's cap" in refused.output
     assert not (tmp_path / "b").exists()
-    report = json.loads(runner.invoke(main, ["budget", "show", str(copy), "--json"]).output)
+    report = json.loads(runner.invoke(main, ["budget", "show", str(copy), "--json"]).stdout)
     (entry,) = report
     assert entry["dataset"] == resolve_dataset(tiny).dataset_id
-    assert entry["cap"] == {"eps": 1.5, "delta": 1e-5, "rho": None}
+    assert entry["cap"] == {"eps": float(cap), "delta": 1e-5, "rho": None}
     (r,) = entry["reservations"]
     assert r["status"] == "released" and r["counted"] and r["pid"] > 0 and r["host"]
     assert r["planned"][0]["mechanism"] == "gaussian_symmetric_matrix"
@@ -182,10 +195,11 @@ def test_budget__old_jsonl_ledger_is_read_and_imported_never_changed(tmp_path, t
 
 @pytest.mark.slow
 def test_run__eight_concurrent_runs_against_a_cap_admitting_three(tmp_path, tiny, ledger_path):
-    # eps = 30 each: the tight figure of such releases is their basic sum, so the cap admits
-    # exactly three whatever the order in which the runs reserve and finish.
+    # Identical releases: the cap sits between the tight figures of three and four of them, so
+    # it admits exactly three whatever the order in which the runs reserve and finish.
     runner = CliRunner()
-    assert runner.invoke(main, ["budget", "cap", str(tiny), "--eps", "90", "--delta",
+    cap = _cap_admitting(tmp_path, tiny, 3, eps=30.0)
+    assert runner.invoke(main, ["budget", "cap", str(tiny), "--eps", cap, "--delta",
                                 "1e-5"]).exit_code == 0
     procs = [_cli("run", str(_config(tmp_path, tiny, f"out{i}", eps=30.0)), "-q")
              for i in range(8)]
@@ -256,8 +270,8 @@ def test_run__sigterm_at_any_point_leaves_a_consistent_ledger(tmp_path, tiny, le
 def test_run__sigkill_leaves_a_visible_reservation_that_release_clears(tmp_path, tiny,
                                                                        ledger_path):
     runner = CliRunner()
-    assert runner.invoke(main, ["budget", "cap", str(tiny), "--eps", "1.5", "--delta",
-                                "1e-5"]).exit_code == 0  # admits one release of eps = 1
+    assert runner.invoke(main, ["budget", "cap", str(tiny), "--eps", _cap_admitting(
+        tmp_path, tiny, 1), "--delta", "1e-5"]).exit_code == 0  # admits one release of eps = 1
     proc, _ = _paused(tmp_path, "fit", _config(tmp_path, tiny, "killed"))
     proc.kill()
     proc.communicate(timeout=60)

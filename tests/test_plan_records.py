@@ -47,6 +47,12 @@ CENTERS = ["private", "empirical", 0.0]
 
 def _check(plan, fit):
     assert records_match(plan, fit.ledger) == []
+    stated = sorted(r.rho for r in plan.records if r.rho is not None and r.status == "spent"
+                    and r.calibration != "zcdp")  # the public rho of the (eps, delta) Gaussians
+    if stated:  # every one of them is the rho of a ledger record of the same release
+        actual = [r.rho for r in fit.ledger if r.rho is not None]
+        for rho in stated:
+            assert any(abs(rho - a) <= 1e-12 * max(1.0, a) for a in actual), rho
     total = fit.metadata["ledger_total"]
     assert set(plan.total) == set(total)
     for key, value in plan.total.items():

@@ -436,6 +436,7 @@ def score_records(budget: BudgetPlan, *, methods: Sequence[str], frame: str,
             out.append(planned("score", "gaussian_histogram", hist.eps, hist.delta,
                                sensitivity=math.sqrt(2.0),
                                scale=histogram_noise_sigma(hist, calibration),
+                               rho=1.0 / histogram_noise_sigma(hist, calibration) ** 2,
                                note="add histogram (groups: parallel composition)",
                                calibration=calibration))
         elif m in methods:
