@@ -66,21 +66,37 @@ def _format_warning(message: Warning | str, category: type[Warning], *args: Any,
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+@click.option("--strict", is_flag=True, help="Refuse settings outside their guarantee "
+              "(classical calibration at eps >= 1, delta >= 1/n) instead of warning.")
 @_handle_errors
-def run(config: str, overwrite: bool, quiet: bool) -> None:
+def run(config: str, overwrite: bool, quiet: bool, strict: bool) -> None:
     """Run the release described by CONFIG and write its outputs."""
     from dppca_dask.pipeline.config import load_config
     from dppca_dask.pipeline.runner import execute
 
-    cfg = load_config(config)
+    cfg = _strict(load_config(config), strict)
     with _stops_cleanly():
-        outcome = execute(cfg, progress=not quiet, overwrite=overwrite or None)
+        outcome = execute(cfg, progress=not quiet, overwrite=overwrite or None,
+                          on_warning=_warn_line)
     if not quiet:
         click.echo(repr(outcome.result.summary()))
         click.echo(f"\nWrote {outcome.directory}/: "
                    + ", ".join(Path(f).name for f in outcome.files))
         _echo_report(Path(outcome.directory))
         _echo_timings(outcome)
+
+
+def _warn_line(message: str) -> None:
+    """A guarantee warning on the command line: one line on stderr (``--strict`` refuses)."""
+    click.echo(f"Warning: {message} (--strict refuses this)", err=True)
+
+
+def _strict(cfg: Any, strict: bool) -> Any:
+    """``cfg`` with ``budget_ledger.strict`` set when ``--strict`` was given."""
+    if not strict:
+        return cfg
+    ledger = cfg.budget_ledger.model_copy(update={"strict": True})
+    return cfg.model_copy(update={"budget_ledger": ledger})
 
 
 @contextmanager
@@ -112,10 +128,12 @@ def _echo_report(directory: Path) -> None:
 
 @main.command()
 @click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--strict", is_flag=True, help="Refuse settings outside their guarantee instead "
+              "of warning.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the plan as JSON: planned spend records, total, passes.")
 @_handle_errors
-def plan(config: str, as_json: bool) -> None:
+def plan(config: str, as_json: bool, strict: bool) -> None:
     """Show the resolved config, budget plan and work size of CONFIG; reads no data values.
 
     With --json: the release's planned spend records, their total and the data passes as JSON
@@ -126,7 +144,9 @@ def plan(config: str, as_json: bool) -> None:
     from dppca_dask.pipeline.config import load_config
     from dppca_dask.pipeline.runner import plan_run
 
-    planned = plan_run(load_config(config))
+    planned = plan_run(_strict(load_config(config), strict))
+    for message in planned.guarantees:
+        _warn_line(message)
     click.echo(json.dumps(planned.as_dict(), indent=2) if as_json else planned.render())
 
 

@@ -78,3 +78,28 @@ def test_strict__refuses_instead_of_warning():
     assert len(guarantee_warnings(plan, 300)) == 1
     with pytest.raises(BudgetError, match=r"Refused \(strict\): calibration='classical'"):
         warn_guarantees(plan, 300, strict=True)
+
+
+def test_cli__one_line_warning_and_strict_refusal(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from dppca_dask.cli import main
+    from dppca_dask.io.datasets import write_demo_dataset
+
+    store = write_demo_dataset(str(tmp_path / "gau.zarr"), n_per_group=40)
+    cfg = {"input": {"path": store, "array": "X"}, "task": "loading",
+           "privacy": {"eps": 10.0, "delta": 1e-5},
+           "output": {"directory": str(tmp_path / "out"), "formats": ["zarr"]}}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    planned = CliRunner().invoke(main, ["plan", str(path)])
+    assert planned.exit_code == 0, planned.output
+    lines = [line for line in planned.stderr.splitlines() if line.startswith("Warning:")]
+    assert len(lines) == 1 and "exact eps = 10.39" in lines[0]
+    refused = CliRunner().invoke(main, ["run", str(path), "--strict", "-q"])
+    assert refused.exit_code == 1 and "Refused (budget_ledger.strict)" in refused.output
+    assert not (tmp_path / "out").exists()
+    cfg["budget_ledger"] = {"strict": True}
+    path.write_text(yaml.safe_dump(cfg))
+    assert CliRunner().invoke(main, ["plan", str(path)]).exit_code == 1

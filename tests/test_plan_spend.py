@@ -79,7 +79,7 @@ def test_plan__spend_equals_release_ledger_and_reservation(tmp_path, store, case
     assert records_match(plan.release, result.ledger) == []
     as_json = CliRunner().invoke(main, ["plan", "--json", str(path)])
     assert as_json.exit_code == 0, as_json.output
-    planned = json.loads(as_json.output)
+    planned = json.loads(as_json.stdout)  # warnings go to stderr
     assert len(planned["records"]) == len(plan.release.records)
     written = load_result(Path(outcome.directory) / f"{task}.zarr").metadata["ledger_total"]
     assert set(planned["total"]) == set(written)

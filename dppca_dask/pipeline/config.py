@@ -305,6 +305,9 @@ class BudgetLedgerConfig(_Model):
     path: str | None = None
     url: str | None = None
     cap: BudgetCapConfig | None = None
+    strict: bool = False
+    """Refuse (instead of warn about) settings outside their guarantee: the classical
+    calibration at eps >= 1, delta >= 1/n (:mod:`dppca_dask.privacy.guarantees`)."""
 
     @model_validator(mode="after")
     def _one_location(self) -> BudgetLedgerConfig:

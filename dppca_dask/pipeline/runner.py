@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask.errors import ConfigError, OutputExistsError
+from dppca_dask.errors import BudgetError, ConfigError, OutputExistsError, PrivacyWarning
 from dppca_dask.graph.passlog import PassRecord, record_passes
 from dppca_dask.io.data import SourceInfo, as_data, describe_source
 from dppca_dask.io.identity import check_output_location, resolve_dataset
@@ -52,6 +53,7 @@ from dppca_dask.pipeline.interrupts import critical
 from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.tasks import TASKS, TaskSpec, mib
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
+from dppca_dask.privacy.guarantees import guarantee_warnings
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result, write_atomically
 from dppca_dask.rng import RngState, as_rng
@@ -142,6 +144,9 @@ class RunPlan:
     work: tuple[str, ...]
     release: Plan
     """The release's plan as data: its planned spend records, their total and its passes."""
+    guarantees: tuple[str, ...] = ()
+    """Settings outside their guarantee (:mod:`dppca_dask.privacy.guarantees`); the CLI prints
+    them as one-line warnings, ``budget_ledger.strict`` refuses them."""
 
     @property
     def spend(self) -> PrivacyBudget:
@@ -224,10 +229,14 @@ def plan_run(config: RunConfig) -> RunPlan:
     budget = resolve_budget(config.privacy.to_control(), owner=spec.owner)
     source = describe_source(config.input.path, **_source_kwargs(config))
     release = spec.plan(config, source, budget)
+    guarantees = tuple(guarantee_warnings(release, source.n))
+    if guarantees and config.budget_ledger.strict:
+        raise BudgetError("Refused (budget_ledger.strict): " + " | ".join(guarantees)
+                          + ". No data was read.")
     return RunPlan(
         config, source, budget,
         tuple(spec.noise_plan(config, source, budget, release)),
-        tuple(spec.work_plan(config, source, release)), release,
+        tuple(spec.work_plan(config, source, release)), release, guarantees,
     )
 
 
@@ -348,14 +357,24 @@ def _ledger_reservation(
 
 
 def execute(
-    config: RunConfig, *, progress: bool = True, overwrite: bool | None = None
+    config: RunConfig, *, progress: bool = True, overwrite: bool | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> RunOutcome:
-    """Run ``config`` end to end and write its outputs; see the module docstring for the order."""
+    """Run ``config`` end to end and write its outputs; see the module docstring for the order.
+
+    ``on_warning`` receives the plan's guarantee warnings before any data is read (the CLI
+    prints them); without it they are :class:`~dppca_dask.errors.PrivacyWarning` warnings.
+    """
     config = apply_deployment(config)
     overwrite = config.output.overwrite if overwrite is None else overwrite
     _guard_output(config)
     directory = _check_output(config, overwrite)
     plan = plan_run(config)
+    for message in plan.guarantees:
+        if on_warning is not None:
+            on_warning(message)
+        else:
+            warnings.warn(message, PrivacyWarning, stacklevel=2)
     state = as_rng(config.rng, owner="config")
     tracker = DrawTracker(state.generator)
     state = RngState(tracker, state.seeded)
