@@ -296,8 +296,9 @@ def dp_covariance(
     rho
         Total budget in ρ-zCDP (positive, finite).
     eps, delta
-        Alternatively an (ε, δ)-DP budget, converted to the largest ρ with
-        ρ + 2·√(ρ·ln(1/δ)) ≤ ε (Bun & Steinke 2016, Prop. 1.3). Give either ``rho`` or both.
+        Alternatively an (ε, δ)-DP budget, converted to the largest ρ whose conversion back
+        to (ε, δ) (Canonne, Kamath & Steinke 2020; :func:`~dppca_dask.privacy.zcdp.zcdp_eps`)
+        is within ε. Give either ``rho`` or both.
     bounds
         Required public bounds: a scalar B (|x_j| ≤ B for all j), one B_j per variable, or a
         mapping from variable name to B_j. Never derived from the data.

@@ -63,7 +63,7 @@ def covariance_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
     parts = dict(rho_allocations(opts.method, plan.rho, control, d))
     lines = [
         f"  covariance: eps = {_r(plan.eps or 0.0)} ; delta = {_r(plan.delta or 0.0)} -> "
-        f"rho = {_r(plan.rho)} (zCDP, largest rho with rho + 2 sqrt(rho ln(1/delta)) <= eps)",
+        f"rho = {_r(plan.rho)} (zCDP, the largest rho whose CKS 2020 conversion is within eps)",
         f"  method {opts.method}; noise sd below is in units of B_j*B_k (normalised data)",
     ]
     if opts.method == "ssp":
