@@ -101,7 +101,7 @@ def _config(tmp_path, source: dict, name: str) -> RunConfig:
 
 def test_cap__refused_for_every_spelling(tmp_path, store, ledger_path):
     ledger = Ledger(ledger_path)
-    ledger.set_cap(resolve_dataset(store), Cap(1.5, 1e-5))  # the custodian's cap
+    ledger.set_cap(resolve_dataset(store), Cap(1.0, 1e-5))  # admits one (1, 1e-6) release
     execute(_config(tmp_path, {"path": str(store), "array": "X"}, "first"), progress=False)
     for i, source in enumerate(_spellings(store)):
         with pytest.raises(BudgetError, match="past the custodian's cap"):
