@@ -81,3 +81,21 @@ def test_tables__a_missing_path_is_a_clear_input_error(tmp_path):
         as_data(str(tmp_path / "nothing*.csv"))
     with pytest.raises(InputError, match="no parquet input found"):
         as_data(str(tmp_path / "missing.parquet"))
+
+
+def test_convert__parquet_row_groups_read_in_parallel_windows_keep_the_row_order(frames, tmp_path):
+    from dppca_dask.io import convert as conv
+
+    base, whole = frames
+    src = base / "pq" / "part0.parquet"  # 401 rows in row groups of 100
+    assert len(pq.ParquetFile(src).metadata.to_dict()["row_groups"]) == 5
+    conv.PARQUET_WINDOW, old = 2, conv.PARQUET_WINDOW  # several windows
+    try:
+        with pytest.warns(UserWarning, match="Non-numeric"):
+            out = conv.convert(src, tmp_path / "x.zarr", chunk_rows=64, group_column=None)
+    finally:
+        conv.PARQUET_WINDOW = old
+    src_data = as_data(out)
+    np.testing.assert_array_equal(src_data.array.compute(),
+                                  whole.iloc[:401][["a", "b", "c"]].to_numpy())
+    assert src_data.array.chunks[0][:2] == (64, 64)
