@@ -260,7 +260,8 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
         "privacy": {"eps": eps, "delta": delta},
         # C_clip: a public clip level for the squared centred scores, about 4 x the largest PC
         # variance implied by the generator's known parameters (not computed from the data).
-        "pca": {"k": 10, "scree_control": {"clipped": {"C_clip": 150}}},
+        "pca": {"k": 10, "scree_control": {"clipped": {"C_clip": 150}},
+                "calibration": "analytic", "sensitivity": "tight"},  # the recommended settings
         "cluster": {"kind": "local"},
         "output": {"directory": str(_fresh_run_directory(base)),
                    "formats": ["zarr", "netcdf"]},
