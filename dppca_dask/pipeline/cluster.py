@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
+import math
 import os
 import shutil
 import sys
@@ -121,9 +122,12 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
                 # nothing below CRITICAL, e.g. no "Compute Failed" traceback per failed task
                 silence_logs=logging.CRITICAL, **host,
             ))
-            return stack.enter_context(Client(cluster)), "the local cluster"
+            client = stack.enter_context(Client(cluster))
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"Could not start the local Dask cluster: {exc}") from None
+        if config.processes:
+            _check_worker_memory(client)
+        return client, "the local cluster"
     if isinstance(config, AddressClusterConfig):
         security = _security(config.security) if config.security else None
         try:
@@ -233,6 +237,37 @@ def _check_input_reachable(client: Any, path: str) -> None:
             "file system every worker mounts at the same path, or use an object-store URL "
             "(input.storage_options)."
         )
+
+
+PAUSE_MARGIN = 0.6
+"""An idle worker may use at most this share of its memory_limit (Dask pauses at 80 %)."""
+
+
+def _worker_memory(dask_worker: Any = None) -> tuple[int, int]:
+    """(process RSS, memory_limit) of the worker it runs on (0: unknown)."""
+    rss = int(dask_worker.monitor.get_process_memory()) if dask_worker is not None else 0
+    limit = getattr(getattr(dask_worker, "memory_manager", None), "memory_limit", None) or 0
+    return rss, int(limit)
+
+
+def _check_worker_memory(client: Any) -> None:
+    """Refuse a local cluster whose idle workers are already near Dask's pause threshold: such
+    a run would stall (paused workers take no task) instead of failing."""
+    try:
+        sizes = client.run(_worker_memory).values()
+    except (OSError, TimeoutError) as exc:  # e.g. a worker killed at start by its nanny
+        raise ClusterError(f"The local cluster's workers did not survive their start "
+                           f"({type(exc).__name__}): is 'cluster.memory_limit' below what an idle "
+                           "worker needs (about 250 MiB)?") from None
+    for rss, limit in sizes:
+        if limit and rss > PAUSE_MARGIN * limit:
+            need = 2 ** math.ceil(math.log2(2.0 * rss))
+            raise ClusterError(
+                f"The 'cluster.memory_limit' setting of the local cluster must leave room to work: "
+                f"an idle worker already uses {rss / 2**20:.0f} MiB, "
+                f"{rss / limit:.0%} of its {limit / 2**20:.0f} MiB (Dask pauses workers at 80 %, "
+                f"and the run would stall). Give each worker at least {need / 2**20:.0f} MiB."
+            )
 
 
 @contextlib.contextmanager
