@@ -21,6 +21,8 @@ import math
 import os
 import shutil
 import sys
+import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
@@ -200,6 +202,7 @@ def _client_compute(client: Any, progress: bool, retries: int, where: str,
             futures = client.compute(list(objs), retries=retries)
         except OSError:  # submitting the graph failed: no task ran, so it is the connection
             raise gone() from None
+        watchdog = _NoWorkers(client, futures) if where == "the local cluster" else None
         try:
             if progress:
                 show_progress(futures)
@@ -212,11 +215,56 @@ def _client_compute(client: Any, progress: bool, retries: int, where: str,
                 "and logs."
             ) from None
         except (CommClosedError, CancelledError) as exc:
+            if watchdog is not None and watchdog.fired:
+                raise ClusterError(
+                    f"The local cluster has had no Dask workers for {watchdog.timeout:g} s: its "
+                    "worker processes are gone (killed by the system, e.g. out of memory?). "
+                    "Nothing was released; check cluster.memory_limit and the machine's "
+                    "memory.") from None
             if client.status == "running" and not _connection_lost(exc):
                 raise
             raise gone() from None
+        finally:
+            if watchdog is not None:
+                watchdog.stop()
 
     return run
+
+
+class _NoWorkers:
+    """Cancels a computation on the local cluster once it has had no worker for ``timeout``
+    seconds (Dask config ``dppca.cluster.no-workers-timeout``, default 60): a gather on a
+    cluster whose worker processes are gone would otherwise wait forever."""
+
+    def __init__(self, client: Any, futures: Any) -> None:
+        import dask
+
+        self.timeout = float(dask.config.get("dppca.cluster.no-workers-timeout", 60.0))
+        self.fired = False
+        self._client, self._futures = client, futures
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        empty_since: float | None = None
+        while not self._done.wait(min(1.0, self.timeout / 4)):
+            try:
+                workers = self._client.scheduler_info().get("workers", {})
+            except (OSError, RuntimeError, TimeoutError):  # the caller handles the connection
+                return
+            if workers:
+                empty_since = None
+                continue
+            empty_since = empty_since if empty_since is not None else time.monotonic()
+            if time.monotonic() - empty_since >= self.timeout:
+                self.fired = True
+                self._client.cancel(self._futures)
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
 
 
 def _connection_lost(exc: BaseException) -> bool:
