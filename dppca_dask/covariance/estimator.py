@@ -48,7 +48,6 @@ from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.kernels.gram import clipped_gram
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import SpendRecord
-from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.mechanisms import gaussian_zcdp, gaussian_zcdp_symmetric
 from dppca_dask.privacy.plan import ADAPTIVE, Plan, planned
 from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
@@ -351,14 +350,14 @@ def dp_covariance(
     source = as_data(X, owner=_OWNER, min_rows=1)
     b = parse_bounds(bounds, source.variables)
     release = plan_covariance(source.p, plan, method=method, control=parsed_control)
-    warn_guarantees(release, source.n)
-    def fit():
+
+    def fit() -> CovarianceResult:
         return fit_covariance(
             source, plan, bounds=b, method=method, control=parsed_control, rng_state=state,
             report_clipping=report_clipping,
         )
 
-    return account(ledger, X, release, owner=_OWNER, rng=state.generator,
+    return account(ledger, X, release, n=source.n, owner=_OWNER, rng=state.generator,
                    seeded=state.seeded, fit=fit)
 
 

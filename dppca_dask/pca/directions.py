@@ -19,13 +19,13 @@ from dppca_dask._validation import bad_param
 from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.io.data import DataSource
-from dppca_dask.pca.loading import release_loading
+from dppca_dask.pca.loading import loading_records, release_loading
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import LoadingResult
 from dppca_dask.rng import RngState
 
-__all__ = ["SHARED", "Directions", "DirectionsLike", "parse_v_dp", "prior_record", "release_directions"]
+__all__ = ["SHARED", "Directions", "DirectionsLike", "directions_records", "parse_v_dp", "prior_record", "release_directions"]
 
 
 DirectionsLike: TypeAlias = LoadingResult | xr.DataArray | np.ndarray | Sequence[Sequence[float]]
@@ -139,3 +139,15 @@ def release_directions(
                            sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
     matrix = np.asarray(part.result.directions.values)
     return Directions(matrix, part.records, "dp_loading"), part.result
+
+
+def directions_records(n: int, p: int, budget: BudgetPlan,
+                       supplied: tuple[np.ndarray, str] | None, *, calibration: str,
+                       sensitivity: str = "seed", pairs: Pairs = "all",
+                       pair_block: int = DEFAULT_PAIR_BLOCK) -> tuple[SpendRecord, ...]:
+    """The planned records of :func:`release_directions`: the loading release, or the prior
+    record of the supplied directions."""
+    if supplied is not None:
+        return (prior_record(budget, supplied[1]),)
+    return loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity,
+                           pairs=pairs, pair_block=pair_block)

@@ -39,7 +39,6 @@ from dppca_dask.pca.postprocess import align_signs, ordered_eigh
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
-from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.mechanisms import gaussian_calibration, gaussian_symmetric_matrix
 from dppca_dask.privacy.plan import Plan, planned
 from dppca_dask.results.base import LoadingResult, Part, build_loading_result
@@ -307,16 +306,16 @@ def dp_loading(
     source = as_data(X, owner=owner)
     pairs = resolve_pairs(requested, source.n, source.p)[0]
     release = plan_loading(source.n, source.p, plan, calibration=calibration, pairs=pairs,
-                                 pair_block=pair_block, sensitivity=sensitivity)
-    warn_guarantees(release, source.n)
-    def fit():
+                           pair_block=pair_block, sensitivity=sensitivity)
+
+    def fit() -> LoadingResult:
         return fit_loading(
             source, plan, calibration=calibration, cpp_option=cpp_option, non_private=non_private,
             rng_state=state, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
             sensitivity=sensitivity,
         )
 
-    return account(ledger, X, release, owner=owner, rng=state.generator,
+    return account(ledger, X, release, n=source.n, owner=owner, rng=state.generator,
                    seeded=state.seeded, fit=fit)
 
 

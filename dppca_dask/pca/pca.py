@@ -62,6 +62,7 @@ from dppca_dask.pca.directions import (
     SHARED,
     Directions,
     DirectionsLike,
+    directions_records,
     parse_v_dp,
     prior_record,
     release_directions,
@@ -69,7 +70,7 @@ from dppca_dask.pca.directions import (
 from dppca_dask.pca.frame import FRAME_METHODS
 from dppca_dask.pca.histograms import parse_bins
 from dppca_dask.pca.histograms import parse_methods as parse_score_methods
-from dppca_dask.pca.loading import SENSITIVITIES, loading_records, parse_pairs, resolve_pairs
+from dppca_dask.pca.loading import SENSITIVITIES, parse_pairs, resolve_pairs
 from dppca_dask.pca.score import score_records, score_rounds, score_stage
 from dppca_dask.pca.scree import (
     center_rounds,
@@ -86,7 +87,6 @@ from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
-from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import LoadingResult, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.pca import PCAResult, build_pca_result
@@ -262,12 +262,11 @@ def dp_pca(
     pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
     release = plan_pca(source.n, source.p, plan, k=k, scree_methods=scree_methods,
-                             controls=controls, score_methods=hist_methods, center=centering,
-                             frame=frame, supplied=supplied, calibration=calibration,
-                             sensitivity=sensitivity, pairs=pairs,
-                    pair_block=pair_block)
-    warn_guarantees(release, source.n)
-    def fit():
+                       controls=controls, score_methods=hist_methods, center=centering,
+                       frame=frame, supplied=supplied, calibration=calibration,
+                       sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+
+    def fit() -> PCAResult:
         return fit_pca(
             source, plan, k=k, scree_methods=scree_methods, controls=controls, bins=bins,
             hist_methods=hist_methods, axes=axes, V_dp=V_dp, mono=mono, cpp_option=cpp_option,
@@ -276,7 +275,7 @@ def dp_pca(
             pair_block=pair_block,
         )
 
-    return account(ledger, X, release, owner=_OWNER, rng=state.generator,
+    return account(ledger, X, release, n=source.n, owner=_OWNER, rng=state.generator,
                    seeded=state.seeded, fit=fit)
 
 
@@ -376,9 +375,8 @@ def plan_pca(n: int, p: int, budget: BudgetPlan, *, k: int | None = None,
     center = center if isinstance(center, np.ndarray) else parse_center(center)
     k = resolve_k(k, p, supplied, _OWNER)
     check_scree_args(n, p, scree_methods, center, _OWNER)
-    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity,
-                            pairs=pairs, pair_block=pair_block)
-            if supplied is None else (prior_record(budget, supplied[1]),))
+    head = directions_records(n, p, budget, supplied, calibration=calibration,
+                              sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
     records = [*head,
                *scree_records(n, budget, methods=scree_methods, controls=controls, k=k,
                               center=center, calibration=calibration),

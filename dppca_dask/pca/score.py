@@ -43,8 +43,8 @@ from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.directions import (
     Directions,
     DirectionsLike,
+    directions_records,
     parse_v_dp,
-    prior_record,
     release_directions,
 )
 from dppca_dask.pca.frame import (
@@ -63,12 +63,11 @@ from dppca_dask.pca.histograms import (
     parse_methods,
     release_histograms,
 )
-from dppca_dask.pca.loading import SENSITIVITIES, loading_records, parse_pairs, resolve_pairs
+from dppca_dask.pca.loading import SENSITIVITIES, parse_pairs, resolve_pairs
 from dppca_dask.pca.scree_methods import search_record
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
-from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.mechanisms import histogram_noise_sigma
 from dppca_dask.privacy.plan import Plan, planned
 from dppca_dask.results.base import Part, base_metadata, coord_labels, freeze_dataset
@@ -211,18 +210,17 @@ def dp_score(
     pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, owner) if V_dp is not None else None
     release = plan_score(source.n, source.p, plan, methods=methods, frame=frame,
-                               supplied=supplied, calibration=calibration,
-                               sensitivity=sensitivity, pairs=pairs,
-                    pair_block=pair_block)
-    warn_guarantees(release, source.n)
-    def fit():
+                         supplied=supplied, calibration=calibration, sensitivity=sensitivity,
+                         pairs=pairs, pair_block=pair_block)
+
+    def fit() -> ScoreResult:
         return fit_score(
             source, plan, axes=axes, bins=bins, methods=methods, V_dp=V_dp, frame=frame,
             cpp_option=cpp_option, non_private=non_private, calibration=calibration, rng_state=state,
             block_rows=block_rows, sensitivity=sensitivity, pairs=pairs, pair_block=pair_block,
         )
 
-    return account(ledger, X, release, owner=owner, rng=state.generator,
+    return account(ledger, X, release, n=source.n, owner=owner, rng=state.generator,
                    seeded=state.seeded, fit=fit)
 
 
@@ -456,9 +454,8 @@ def plan_score(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str] = (
                calibration: str = "classical", sensitivity: str = "seed",
         pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
     """What ``dp_score`` spends and how often it reads X, from public quantities only."""
-    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity,
-                            pairs=pairs, pair_block=pair_block)
-            if supplied is None else (prior_record(budget, supplied[1]),))
+    head = directions_records(n, p, budget, supplied, calibration=calibration,
+                              sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
     records = [*head, *score_records(budget, methods=methods, frame=frame,
                                      calibration=calibration)]
     return Plan(tuple(records), passes=(supplied is None) + score_rounds(frame))

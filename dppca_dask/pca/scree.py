@@ -45,11 +45,11 @@ from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.directions import (
     Directions,
     DirectionsLike,
+    directions_records,
     parse_v_dp,
-    prior_record,
     release_directions,
 )
-from dppca_dask.pca.loading import SENSITIVITIES, loading_records, parse_pairs, resolve_pairs
+from dppca_dask.pca.loading import SENSITIVITIES, parse_pairs, resolve_pairs
 from dppca_dask.pca.postprocess import monotone_scree, ordered_eigh, scree_to_pve
 from dppca_dask.pca.scree_controls import ScreeControlLike, parse_methods, resolve_controls
 from dppca_dask.pca.scree_methods import (
@@ -65,7 +65,6 @@ from dppca_dask.pca.scree_methods import (
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
-from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Part
 from dppca_dask.results.scree import ScreeResult, build_scree_result
@@ -238,18 +237,17 @@ def dp_scree(
     pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
     release = plan_scree(source.n, source.p, plan, methods=methods, controls=controls, k=k,
-                               center=centering, supplied=supplied, calibration=calibration,
-                               sensitivity=sensitivity, pairs=pairs,
-                    pair_block=pair_block)
-    warn_guarantees(release, source.n)
-    def fit():
+                         center=centering, supplied=supplied, calibration=calibration,
+                         sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+
+    def fit() -> ScreeResult:
         return fit_scree(
             source, plan, methods=methods, controls=controls, k=k, V_dp=V_dp, mono=mono,
             cpp_option=cpp_option, non_private=non_private, calibration=calibration, rng_state=state,
             center=centering, sensitivity=sensitivity, pairs=pairs, pair_block=pair_block,
         )
 
-    return account(ledger, X, release, owner=_OWNER, rng=state.generator,
+    return account(ledger, X, release, n=source.n, owner=_OWNER, rng=state.generator,
                    seeded=state.seeded, fit=fit)
 
 
@@ -463,9 +461,8 @@ def plan_scree(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str],
     center = center if isinstance(center, np.ndarray) else parse_center(center)
     k = resolve_k(k, p, supplied, _OWNER)
     check_scree_args(n, p, methods, center, _OWNER)
-    head = (loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity,
-                            pairs=pairs, pair_block=pair_block)
-            if supplied is None else (prior_record(budget, supplied[1]),))
+    head = directions_records(n, p, budget, supplied, calibration=calibration,
+                              sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
     records = [*head, *scree_records(n, budget, methods=methods, controls=controls, k=k,
                                      center=center, calibration=calibration)]
     return Plan(tuple(records), passes=(supplied is None) + scree_rounds(methods, controls, n,

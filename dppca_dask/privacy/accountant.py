@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
+from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.plan import Plan
 
 __all__ = ["Accountant", "account", "current_accountant", "using_accountant"]
@@ -59,14 +60,16 @@ def _state(rng: Any) -> Any:
     return None if bit is None else bit.state
 
 
-def account(accountant: Accountant | None, X: Any, plan: Plan, *, owner: str, rng: Any,
+def account(accountant: Accountant | None, X: Any, plan: Plan, *, n: int, owner: str, rng: Any,
             seeded: bool, fit: Callable[[], R]) -> R:
-    """Run ``fit`` under ``accountant`` (or the current one): reserve, fit, settle.
+    """Check ``plan``'s guarantees (:func:`~dppca_dask.privacy.guarantees.warn_guarantees`), then
+    run ``fit`` under ``accountant`` (or the current one): reserve, fit, settle.
 
     Whether noise was drawn is read from the generator's state (every draw advances it): an
     error before any draw refunds the reservation, an error after one keeps it spent (the
     error's type only is recorded).
     """
+    warn_guarantees(plan, n, stacklevel=4)
     acct = accountant if accountant is not None else current_accountant()
     if acct is None:
         return fit()
