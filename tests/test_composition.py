@@ -23,6 +23,7 @@ from dppca_dask.errors import BudgetError
 from dppca_dask.privacy.accounting import SpendRecord, ledger_to_dicts
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.composition import Composition, compose, record_rho
+from dppca_dask.privacy.gdp import gdp_eps
 from dppca_dask.privacy.mechanisms import (
     above_threshold,
     exponential_mechanism,
@@ -190,12 +191,47 @@ def test_tight_eps__ten_gaussians_against_pld(calibration, pld_eps):
     assert comp.basic_delta == pytest.approx(delta, rel=1e-15) and comp.basic_eps == 10.0
     tight, pld = comp.tight_eps(delta), _pld_eps(records, delta)
     assert pld == pytest.approx(pld_eps, rel=1e-4)
-    # a valid bound is never below the exact figure; CKS is a bound for every ρ-zCDP mechanism,
-    # ~10 % above the Gaussians' own curve here (3.443 vs 3.130 analytic, 2.547 vs 2.308
-    # classical), well under the old Bun-Steinke figure (3.997 / 3.014) and the basic 10
-    assert pld <= tight <= 1.11 * pld
-    assert tight < _loose(comp.rho, delta) < comp.basic_eps
-    assert tight == pytest.approx(zcdp_eps(math.fsum(r.rho for r in records), delta), rel=1e-15)
+    # the composed lattice certificate (Gaussian DP) is the Gaussians' own composed curve up to
+    # the lattice terms (a ~ 1e-9): within 1e-4 of the PLD figure (itself within its
+    # discretisation of the exact one) and never below the exact continuous curve
+    mu = math.sqrt(math.fsum((r.sensitivity / r.scale) ** 2 for r in records))
+    assert tight == comp.gdp_eps(delta)
+    assert gdp_eps(mu, delta) <= tight <= gdp_eps(mu, delta) * (1 + 1e-6)
+    assert tight == pytest.approx(pld, rel=1e-4)
+    # CKS, a bound for every rho-zCDP mechanism, is ~10 % above (3.443 analytic, 2.547 classical),
+    # the old Bun-Steinke figure (3.997 / 3.014) and the basic 10 further up
+    cks = zcdp_eps(math.fsum(r.rho for r in records), delta)
+    assert 1.08 * tight < cks < _loose(comp.rho, delta) < comp.basic_eps
+
+
+def test_gdp_bound__off_lattice_records_add_basically_and_zcdp_only_ones_disable_it():
+    rng = np.random.default_rng(7)
+    b = PrivacyBudget(1.0, 1e-5)
+    gauss = [gaussian_release(0.0, sensitivity=1.0, budget=b, calibration="analytic", rng=rng,
+                              component=f"g{i}").record for i in range(4)]
+    hist = gaussian_histogram(np.array([3, 1, 4]), budget=b, calibration="analytic", rng=rng,
+                              component="hist").record
+    lap = laplace_release(np.zeros(2), sensitivity=1.0, eps=0.3, rng=rng, component="l").record
+    comp = compose([*gauss, hist, lap])
+    assert len(comp.lattice) == 4  # the grid-1 histogram is not in the group
+    assert comp.off_lattice_eps == pytest.approx(1.3) and comp.off_lattice_delta == 1e-5
+    delta = 1e-4
+    mu = math.sqrt(math.fsum((r.sensitivity / r.scale) ** 2 for r in gauss))
+    room = delta - 1e-5
+    assert comp.gdp_eps(delta) >= gdp_eps(mu, room) + 1.3
+    assert comp.gdp_eps(delta) == pytest.approx(gdp_eps(mu, room) + 1.3, rel=1e-6)
+    assert comp.tight_eps(delta) <= comp.gdp_eps(delta)
+    # too little delta left for the Gaussians: no GDP figure
+    assert comp.gdp_eps(1e-5) == math.inf
+    # a zCDP-only record outside the group has no (eps, delta) statement to add
+    em = SpendRecord("em", "exponential_mechanism", eps=0.0, delta=0.0, rho=0.01,
+                     calibration="zcdp")
+    with_em = compose([*gauss, em])
+    assert with_em.off_lattice_zcdp_only == 1 and with_em.gdp_eps(delta) == math.inf
+    assert math.isfinite(with_em.tight_eps(delta))
+    # a record without its public fields (e.g. a data-calibrated sensitivity) stays off the lattice
+    bare = SpendRecord("c", "gaussian", eps=1.0, delta=1e-5, rho=gauss[0].rho)
+    assert compose([bare]).lattice == ()
 
 
 # --- compose() on a mixed ledger -------------------------------------------------------------------
@@ -283,7 +319,10 @@ def test_tight_eps__ledger_marks_zcdp_records_with_infinite_eps():
     for marked in ({**zg, "eps": math.inf}, {**zg, "eps": math.inf, "calibration": None}):
         comp = compose([marked])
         assert comp.zcdp_only_records == 1 and comp.basic_eps == 0.0
-        assert comp.tight_eps(1e-6) == zcdp_eps(0.02, 1e-6)
+        # a zCDP Gaussian is a lattice Gaussian too: its own curve beats the CKS conversion
+        assert len(comp.lattice) == 1
+        assert comp.tight_eps(1e-6) == comp.gdp_eps(1e-6) < zcdp_eps(0.02, 1e-6)
+        assert comp.gdp_eps(1e-6) >= gdp_eps(math.sqrt(0.04), 1e-6)
 
 
 @settings(max_examples=40, deadline=None)

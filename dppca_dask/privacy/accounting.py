@@ -31,6 +31,7 @@ __all__ = [
     "GRID_BITS",
     "LatticeCertificate",
     "SpendRecord",
+    "TAIL_BITS",
     "analytic_gaussian_sigma",
     "classical_gaussian_sigma",
     "gaussian_delta",
@@ -39,6 +40,7 @@ __all__ = [
     "histogram_gaussian_variance",
     "lattice_gaussian_certificate",
     "lattice_gaussian_sd",
+    "lattice_terms",
     "ledger_from_dicts",
     "ledger_to_dicts",
     "ledger_totals",
@@ -179,7 +181,7 @@ GRID_BITS = 30
 """The public grid γ = 2^k is the largest power of two with γ·√d ≤ 2^-30·Δ (L2) or
 γ·d ≤ 2^-30·Δ (L1): rounding costs a relative 2^-30 ≈ 1e-9 of sensitivity."""
 
-_TAIL_BITS = 30  # each tail event of the lattice certificate is given at most δ·2^-30
+TAIL_BITS = 30  # each tail event of the lattice certificate is given at most δ·2^-30
 
 
 def public_grid(sensitivity: float, dimension: int, norm: str) -> float:
@@ -232,6 +234,25 @@ def _chi2_radius(dimension: int, log_inv_tail: float) -> float:
     return x * (1 + 1e-12) + 1e-300
 
 
+@functools.lru_cache(maxsize=4096)
+def lattice_terms(s: float, dimension: int, log_inv_tail: float) -> tuple[float, float]:
+    """(a, ln S) of the lattice certificate for N_Z(0, s²)^d with tails ≤ exp(−log_inv_tail).
+
+    On {‖r‖ ≤ R}, R = s·√(d(1+x)) + √d/2 (x from the χ² Chernoff bound at that tail), the
+    dithered lattice density over the continuous N(0, s²I) one lies in [e^{−a−ln S}, e^{a}] with
+    a = (R√d + d/4)/(2s²) and ln S ≤ d·ln(1 + 2e^{−2π²s²}/(1 − e^{−2π²s²})) (docs/privacy.md).
+    Both are rounded up.
+    """
+    d = dimension
+    x = _chi2_radius(d, log_inv_tail)
+    radius = s * math.sqrt(d * (1.0 + x)) + 0.5 * math.sqrt(d)
+    a = (radius * math.sqrt(d) + 0.25 * d) / (2.0 * s * s) * (1 + 1e-9)
+    c = 2.0 * math.pi ** 2 * s * s
+    z = math.exp(-c) if c < 745 else 0.0
+    log_s = d * math.log1p(2.0 * z / -math.expm1(-c)) * (1 + 1e-9) if z > 0 else 0.0
+    return a, log_s
+
+
 @dataclass(frozen=True)
 class LatticeCertificate:
     """The terms of the (ε, δ) bound for adding i.i.d. N_Z(0, s²) to a vector in Z^d whose
@@ -251,14 +272,9 @@ def lattice_gaussian_certificate(s: float, grid_sensitivity: float, dimension: i
                                  eps: float, delta: float) -> LatticeCertificate:
     """Certify (ε, δ) for the multivariate discrete Gaussian with sd ``s`` (grid units)."""
     d = dimension
-    log_inv_tail = -math.log(math.ldexp(delta, -_TAIL_BITS)) + eps  # e^ε·T ≤ δ·2^-30
+    log_inv_tail = -math.log(math.ldexp(delta, -TAIL_BITS)) + eps  # e^ε·T ≤ δ·2^-30
     tail = math.exp(-log_inv_tail)
-    x = _chi2_radius(d, log_inv_tail)
-    radius = s * math.sqrt(d * (1.0 + x)) + 0.5 * math.sqrt(d)
-    a = (radius * math.sqrt(d) + 0.25 * d) / (2.0 * s * s) * (1 + 1e-9)
-    c = 2.0 * math.pi ** 2 * s * s
-    z = math.exp(-c) if c < 745 else 0.0
-    log_s = d * math.log1p(2.0 * z / -math.expm1(-c)) * (1 + 1e-9) if z > 0 else 0.0
+    a, log_s = lattice_terms(s, d, log_inv_tail)
     eps0 = eps - 2.0 * a - log_s
     if eps0 <= 0:
         return LatticeCertificate(eps0, 1.0, a, log_s, tail, math.inf, False)
