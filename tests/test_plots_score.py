@@ -89,7 +89,7 @@ def test_plot_score__alpha_maps_pooled_probabilities(reference_fit):
     assert len(collections) == 3  # one per group
     alphas = np.concatenate([c.get_facecolors()[:, 3] for c in collections])
     assert alphas.max() == pytest.approx(1.0)
-    probs = reference_fit.probability.sel({"method": "add"}).values
+    probs = reference_fit.probability.sel(mechanism="add").values
     expected = (probs - probs.min()) / (probs.max() - probs.min())
     assert np.sort(alphas) == pytest.approx(np.sort(expected[expected > 0]))
     colours = [to_hex(c.get_facecolors()[0][:3]).upper() for c in collections]

@@ -212,7 +212,7 @@ def test_score_sample__grouped_sizes_and_categories(grouped_fit):
 
 
 def test_score_sample__private_weights_use_released_totals(grouped_fit):
-    totals = grouped_fit.dataset["released_total"].sel({"method": "add"}).values
+    totals = grouped_fit.dataset["released_total"].sel(mechanism="add").values
     out = grouped_fit.sample(sampling_control(sample_size=1000), group_weights="private",
                              targets="add", rng=3)
     counts = out["add"]["uniform"]["group"].value_counts(sort=False).to_numpy()

@@ -238,10 +238,10 @@ def test_dp_score__histograms_equal_nonprivate_as_eps_grows(data):
     fit = dp_score(data, privacy=pc, bins=(4, 3), method=("add", "sparse"), non_private=True,
                    rng=1)
     ref = fit.nonprivate_probability.values
-    np.testing.assert_allclose(fit.probability.sel({"method": "add"}).values, ref, atol=1e-6)
+    np.testing.assert_allclose(fit.probability.sel(mechanism="add").values, ref, atol=1e-6)
     counts = np.rint(ref * 600)
     keep = np.where(counts >= 2, ref, 0.0)  # sparse zeroes singletons (threshold 1/n + ...)
-    np.testing.assert_allclose(fit.probability.sel({"method": "sparse"}).values,
+    np.testing.assert_allclose(fit.probability.sel(mechanism="sparse").values,
                                keep / keep.sum(), atol=1e-6)
     # the frame is then the exact median ± 1.2 × 0.995 quantile (on the 1% grid)
     s = fit.observed_scores[["pc_x", "pc_y"]].to_numpy()
@@ -425,7 +425,7 @@ def test_score_result__round_trip_print_and_table(tmp_path, data):
     fit = dp_score(pd.DataFrame(data, columns=list("abcd")).assign(g=groups), group="g",
                    privacy=PC, method=("add", "sparse"), non_private=True, rng=5, bins=(3, 4))
     assert isinstance(fit, ScoreResult)
-    assert fit.probability.dims == ("method", "group", "y_bin", "x_bin")
+    assert fit.probability.dims == ("mechanism", "group", "y_bin", "x_bin")
     assert fit.nonprivate_probability.attrs["private"] == 0
     assert fit.nonprivate_probability.attrs["description"].startswith("NOT PRIVATE")
     assert fit.dataset["observed_score"].attrs["description"].startswith("NOT PRIVATE")

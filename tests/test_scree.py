@@ -297,7 +297,7 @@ def test_dp_scree__spends_loading_then_scree_and_records_everything():
     # basic composition over what ran: loading + centre + two methods' full allocations
     assert meta["ledger_total"]["eps"] == pytest.approx(1.0 + 0.2 + 2 * 0.8)
     assert '"seed"' not in json.dumps(meta) and meta["rng"]["seeded"] is True
-    assert fit.scree.dims == ("method", "component") and fit.methods == ("clipped", "pmwm")
+    assert fit.scree.dims == ("mechanism", "component") and fit.methods == ("clipped", "pmwm")
     assert list(fit.scree["component"].values) == ["PC1", "PC2", "PC3"]
     assert (np.diff(fit.scree.values, axis=1) <= 0).all()
     assert set(fit.pve.values.sum(axis=1).round(12)) <= {0.0, 1.0}  # all-zero scree: PVE zeros

@@ -173,7 +173,7 @@ def dp_score(
     Returns
     -------
     ScoreResult
-        ``.probability`` (method, [group,] y_bin, x_bin), ``.frame``, ``.ledger``, ``.plot()``,
+        ``.probability`` (mechanism, [group,] y_bin, x_bin), ``.frame``, ``.ledger``, ``.plot()``,
         ``.sample()``.
 
     Raises
@@ -189,7 +189,7 @@ def dp_score(
     >>> fit = dp_score(X, privacy=privacy_control(eps=4, delta=1e-4),
     ...                calibration="analytic", bins=(6, 5), rng=1)
     >>> fit.probability.dims, fit.probability.shape
-    (('method', 'y_bin', 'x_bin'), (1, 5, 6))
+    (('mechanism', 'y_bin', 'x_bin'), (1, 5, 6))
     >>> round(float(fit.probability.sum()), 12)
     1.0
     """
@@ -350,7 +350,7 @@ def _build_result(
     prob = hist.probability if grouped else hist.probability[:, 0]
     total = hist.total if grouped else hist.total[:, 0]
     coords: dict[str, Any] = {
-        "method": coord_labels(hist.methods),
+        "mechanism": coord_labels(hist.methods),
         "x_bin": np.arange(bins[0]), "y_bin": np.arange(bins[1]),
         **{f"{a}_{side}": (f"{a}_bin", edges, _private(f"{side} {a} edge of each bin (from the "
                                                        "private frame)"))
@@ -362,10 +362,10 @@ def _build_result(
     if grouped:
         coords["group"] = coord_labels(levels)
     data_vars: dict[str, Any] = {
-        "probability": (("method", *gdims, *cells), prob,
+        "probability": (("mechanism", *gdims, *cells), prob,
                         _private("released cell probabilities (each histogram sums to 1; a "
                                  "sparse histogram may be all zero)")),
-        "released_total": (("method", *gdims), total,
+        "released_total": (("mechanism", *gdims), total,
                            _private("released mass before normalising (add: sum of noisy "
                                     "counts; sparse: group size times sum of proportions)")),
         "x_breaks": (("x_edge",), x_breaks, _private("bin edges on the x axis")),

@@ -204,7 +204,7 @@ def dp_scree(
     Returns
     -------
     ScreeResult
-        ``.scree``/``.pve`` (method × component), ``.nonprivate``, ``.ledger``, ``.plot()``.
+        ``.scree``/``.pve`` (mechanism × component), ``.nonprivate``, ``.ledger``, ``.plot()``.
 
     Raises
     ------
@@ -218,7 +218,7 @@ def dp_scree(
     >>> fit = dp_scree(X, privacy=privacy_control(eps=4, delta=1e-5), calibration="analytic", k=2,
     ...                control=clipped_control(C_clip=40), rng=1)
     >>> fit.scree.dims, fit.pve.shape
-    (('method', 'component'), (1, 2))
+    (('mechanism', 'component'), (1, 2))
     >>> bool(fit.scree.values[0, 0] > fit.scree.values[0, 1])
     True
     """

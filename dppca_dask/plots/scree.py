@@ -183,7 +183,7 @@ def plot_scree(fit: Any, *, type: str = "pve", control: Any = None, ax: Any = No
         series.append(("nonprivate", np.asarray(reference[type].values, dtype=np.float64)))
     values = fit.pve if type == "pve" else fit.scree
     for name in fit.methods:
-        series.append((name, np.asarray(values.sel({"method": name}).values, dtype=np.float64)))
+        series.append((name, np.asarray(values.sel(mechanism=name).values, dtype=np.float64)))
     idx = np.arange(1, fit.k + 1)
     base = 10.0
     for name, ys in series:

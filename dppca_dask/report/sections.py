@@ -54,14 +54,14 @@ def scree_table(result: Any) -> str:
     comps = [str(c) for c in result.scree["component"].values]
     blocks = []
     for name, values in (("Scree values", result.scree), ("PVE", result.pve)):
-        rows = [[m, *[Raw(num(v, 4)) for v in values.sel({"method": m}).values]]
+        rows = [[m, *[Raw(num(v, 4)) for v in values.sel(mechanism=m).values]]
                 for m in result.methods]
         ref = result.nonprivate
         if ref is not None:
             key = "scree" if name == "Scree values" else "pve"
             rows.append(["Non-private (NOT private)", *[Raw(num(v, 4)) for v in
                                                         np.asarray(ref[key].values)]])
-        blocks.append(f"<h3>{name}</h3>" + table(["method", *comps], rows))
+        blocks.append(f"<h3>{name}</h3>" + table(["mechanism", *comps], rows))
     return "".join(blocks)
 
 

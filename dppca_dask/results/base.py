@@ -177,8 +177,20 @@ def load_result(path: str | os.PathLike[str]) -> Result:
     opener = getattr(_RESULT_TYPES[kind], "_open", None)
     if opener is not None:  # a result stored as several groups (dp_pca)
         return opener(target)
-    ds = plain_strings(ds)
+    ds = plain_strings(rename_legacy(ds))
     return _RESULT_TYPES[kind](freeze_dataset(ds))
+
+
+LEGACY_NAMES = {"method": "mechanism"}
+"""Dimension/coordinate names of stores written by earlier versions, and their names now
+(``method`` is a keyword of xarray's ``sel``/``interp``/``reindex``, so ``sel(method=...)`` did
+not select)."""
+
+
+def rename_legacy(ds: xr.Dataset) -> xr.Dataset:
+    """Rename the dimensions and coordinates of an older store to the current schema."""
+    old = {k: v for k, v in LEGACY_NAMES.items() if k in ds.dims or k in ds.variables}
+    return ds.rename(old) if old else ds
 
 
 def plain_strings(ds: xr.Dataset) -> xr.Dataset:

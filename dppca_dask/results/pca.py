@@ -32,6 +32,7 @@ from dppca_dask.results.base import (
     freeze_dataset,
     matrix_block,
     plain_strings,
+    rename_legacy,
     write_atomically,
 )
 from dppca_dask.results.score import ScoreResult
@@ -115,7 +116,8 @@ class PCAResult(Result):
                              f"{missing}).")
         return build_pca_result(
             tree.to_dataset(),
-            {p: freeze_dataset(plain_strings(tree[p].to_dataset())) for p in PARTS})
+            {p: freeze_dataset(plain_strings(rename_legacy(tree[p].to_dataset())))
+             for p in PARTS})
 
     def plot(self, panels: Any = ("score", "biplot"), sampling: Any = None, *,
              group_weights: str = "observed", control: Any = None, rng: Any = None) -> Any:

@@ -3,9 +3,9 @@
 Dataset schema (every private variable has ``private = 1``; references have ``private = 0`` and a
 description starting with "NOT PRIVATE"):
 
-* ``probability(method, [group,] y_bin, x_bin)`` -- released cell probabilities (each method's,
+* ``probability(mechanism, [group,] y_bin, x_bin)`` -- released cell probabilities (each method's,
   and each group's, sum to one; a sparse histogram may be all zero);
-* ``released_total(method, [group])`` -- released mass before normalising (add: Σ noisy counts;
+* ``released_total(mechanism, [group])`` -- released mass before normalising (add: Σ noisy counts;
   sparse: n_g·Σq), used by ``group_weights="private"``;
 * bin-edge coordinates ``x_lower/x_upper(x_bin)``, ``y_lower/y_upper(y_bin)`` and the breaks
   ``x_breaks(x_edge)``, ``y_breaks(y_edge)``;
@@ -89,7 +89,7 @@ class ScoreResult(Result):
 
     @property
     def probability(self) -> xr.DataArray:
-        """Released probabilities, dims ``(method, [group,] y_bin, x_bin)``."""
+        """Released probabilities, dims ``(mechanism, [group,] y_bin, x_bin)``."""
         return self.dataset["probability"]
 
     @property
@@ -110,8 +110,14 @@ class ScoreResult(Result):
         return frame
 
     @property
+    def mechanisms(self) -> tuple[str, ...]:
+        """The histogram mechanisms released, in the order of the ``mechanism`` dimension."""
+        return tuple(str(m) for m in self.dataset["mechanism"].values)
+
+    @property
     def methods(self) -> tuple[str, ...]:
-        return tuple(str(m) for m in self.dataset["method"].values)
+        """Same as :attr:`mechanisms` (the ``method=`` argument of ``dp_score``)."""
+        return self.mechanisms
 
     @property
     def groups(self) -> list[str] | None:
@@ -156,7 +162,7 @@ class ScoreResult(Result):
                 raise bad_param("targets", "ScoreResult.sample", "methods of the fit; "
                                 "'nonprivate' needs a fit with non_private=True", target)
         else:
-            arr = self.probability.sel({"method": target})
+            arr = self.probability.sel(mechanism=target)
         values = np.asarray(arr.values)
         return values if self.groups is not None else values[None]
 
@@ -232,7 +238,7 @@ class ScoreResult(Result):
             else:
                 weights = self.group_sizes
                 if group_weights == "private" and target != "nonprivate":
-                    weights = self.dataset["released_total"].sel({"method": target}).values
+                    weights = self.dataset["released_total"].sel(mechanism=target).values
                 sizes = allocate_sizes(total, weights)
             parts: dict[str, list[pd.DataFrame]] = {m: [] for m in control.method}
             for g in range(grid.shape[0]):

@@ -1,9 +1,9 @@
 """The result of ``dp_scree``: private scree values and PVE as a labelled xarray Dataset.
 
-Schema (dims ``method`` × ``component``, plus ``variable`` for the directions):
+Schema (dims ``mechanism`` × ``component``, plus ``variable`` for the directions):
 
-* ``scree``, ``pve`` (method, component) -- the private releases after post-processing;
-* ``scree_raw`` (method, component) -- the private values before the monotone (PAVA) step;
+* ``scree``, ``pve`` (mechanism, component) -- the private releases after post-processing;
+* ``scree_raw`` (mechanism, component) -- the private values before the monotone (PAVA) step;
 * ``directions`` (variable, component) -- the directions the scores were taken on (the loading
   release, or the supplied ``V_dp``);
 * ``center`` (component) -- the public centre of the scores (a private release, or the supplied
@@ -46,20 +46,21 @@ def _budget(entry: Mapping[str, float]) -> str:
 class ScreeResult(Result):
     """Private scree values and PVE (``dp_scree``); see :func:`~dppca_dask.dp_scree`.
 
-    Select a method with ``fit.scree.sel({"method": "clipped"})``: ``method`` is also a keyword
-    of xarray's ``sel``, so ``sel(method=...)`` does not select.
+    Select a mechanism with ``fit.scree.sel(mechanism="clipped")``. (Stores written before the
+    dimension was renamed from ``method`` -- a keyword of xarray's ``sel`` -- are renamed on
+    :func:`~dppca_dask.load_result`.)
     """
 
     kind: ClassVar[str] = "scree"
 
     @property
     def scree(self) -> xr.DataArray:
-        """Private scree values, dims ``(method, component)``."""
+        """Private scree values, dims ``(mechanism, component)``."""
         return self.dataset["scree"]
 
     @property
     def pve(self) -> xr.DataArray:
-        """Private proportions of variance explained over the k components, ``(method, component)``."""
+        """Private proportions of variance explained over the k components, ``(mechanism, component)``."""
         return self.dataset["pve"]
 
     @property
@@ -68,8 +69,14 @@ class ScreeResult(Result):
         return self.dataset["scree_raw"]
 
     @property
+    def mechanisms(self) -> tuple[str, ...]:
+        """The scree mechanisms released, in the order of the ``mechanism`` dimension."""
+        return tuple(str(m) for m in self.dataset["mechanism"].values)
+
+    @property
     def methods(self) -> tuple[str, ...]:
-        return tuple(str(m) for m in self.dataset["method"].values)
+        """Same as :attr:`mechanisms` (the ``method=`` argument of ``dp_scree``)."""
+        return self.mechanisms
 
     @property
     def k(self) -> int:
@@ -202,11 +209,11 @@ def build_scree_result(
 ) -> ScreeResult:
     k = directions.shape[1]
     coords = {
-        "method": coord_labels(methods),
+        "mechanism": coord_labels(methods),
         "component": coord_labels(f"PC{j + 1}" for j in range(k)),
         "variable": coord_labels(variables),
     }
-    mc = ("method", "component")
+    mc = ("mechanism", "component")
     data_vars: dict[str, Any] = {
         "scree": (mc, scree, {"private": 1, "description": "private scree values (variance "
                               "along each direction), after post-processing"}),
