@@ -57,7 +57,7 @@ def test_epsilon_lower_bound__reaches_a_pure_laplace_epsilon():
 
 def test_audits__cover_every_mechanism():
     helpers = {"Release", "gaussian_calibration", "gaussian_release_sigma", "histogram_noise_sigma", "mat2vec",
-               "stability_histogram_parameters",
+               "stability_histogram_parameters", "geometric_histogram_scale",
                "symmetric_noise_sigma", "vec2mat"}
     audited = {name.split(" ")[0] for name in AUDITS}
     assert audited == set(mechanisms.__all__) - helpers
@@ -74,6 +74,7 @@ def test_kendall_neighbours__attain_tight_change():
 # One audit per mechanism family; the rest (scalar Gaussian, symmetric matrices, zCDP, smooth
 # Laplace, Kendall) run in benchmarks/audit.py, where per-release calls cost seconds.
 FAST = ["gaussian_release (vector)", "gaussian_histogram", "stability_histogram",
+        "geometric_histogram",
         "laplace_release", "exponential_mechanism", "above_threshold"]
 
 

@@ -370,6 +370,19 @@ def _s_sparse(f, n, rng):
     return rel(s_prime), rel(s)
 
 
+def _s_geometric(f, n, rng):
+    from dppca_dask.privacy.mechanisms import geometric_histogram, geometric_histogram_scale
+
+    b = float(geometric_histogram_scale(1.0))  # the claimed scale 2/ε at ε = 1
+    s, s_prime = np.array([50.0, 50.0]), np.array([49.0, 51.0])
+
+    def rel(counts):  # n two-cell histograms in one call; ε = 1/f gives the scale f·b
+        y = geometric_histogram(np.tile(counts, (n, 1)), eps=1.0 / f, rng=rng,
+                                component="audit").value
+        return _laplace_loss(y, s, s_prime, b)
+    return rel(s_prime), rel(s)
+
+
 def _s_smooth(f, n, rng):
     from dppca_dask.privacy.budget import PrivacyBudget
     from dppca_dask.privacy.mechanisms import smooth_laplace
@@ -439,6 +452,10 @@ AUDITS: dict[str, MechanismAudit] = {a.name: a for a in (
     MechanismAudit("stability_histogram", "histogram", 1.0, 1e-5, 20000,
                    "(ε, δ) = (1, 1e-5), n = 1000; cells (49, 51) vs (50, 50) (both non-empty: "
                    "the ε part); statistic: the Laplace privacy loss", _s_sparse),
+    MechanismAudit("geometric_histogram", "histogram", 1.0, 0.0, 20000,
+                   "ε = 1 (scale b = 2); cells (49, 51) vs (50, 50): one observation moved "
+                   "between two cells; statistic: the two-sided geometric privacy loss "
+                   "(attains ε on {y_A ≤ 49, y_B ≥ 51})", _s_geometric),
     MechanismAudit("smooth_laplace", "Laplace", 0.5, 0.0, 10000,
                    "ε = 1, SS = 1; value 1 vs 0 at equal SS: the sliding half of NRS's analysis, "
                    "claim ε/2; statistic: the output", _s_smooth),

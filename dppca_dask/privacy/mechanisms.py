@@ -45,6 +45,8 @@ __all__ = [
     "above_threshold",
     "exponential_mechanism",
     "gaussian_calibration",
+    "geometric_histogram",
+    "geometric_histogram_scale",
     "gaussian_histogram",
     "gaussian_release",
     "gaussian_release_sigma",
@@ -513,6 +515,71 @@ def stability_histogram(
         grid=1.0,
     )
     return Release(out.reshape(arr.shape), record)
+
+
+def geometric_histogram_scale(eps: float) -> Fraction:
+    """Scale b of :func:`geometric_histogram`: 2/ε rounded *up* to a dyadic rational (within
+    2^-24 relative), so b ≥ 2/ε exactly; a function of ε only (plans state it).
+
+    Examples
+    --------
+    >>> geometric_histogram_scale(0.5), float(geometric_histogram_scale(0.3)) >= 2 / 0.3
+    (Fraction(4, 1), True)
+    """
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"The geometric histogram needs a positive finite epsilon. Got {eps!r}.")
+    return round_up_rational(Fraction(2) / Fraction(eps))
+
+
+def geometric_histogram(
+    counts: np.ndarray,
+    *,
+    eps: float,
+    rng: Any,
+    component: str,
+    label: str = "",
+) -> Release:
+    """Two-sided geometric histogram (dp_score "geometric"; Ghosh, Roughgarden & Sundararajan
+    2012): pure ε-DP, exact integer noise on the integer cell counts.
+
+    ĉ_k = max(c_k + Z_k, 0) with Z_k i.i.d. discrete Laplace on Z, P(z) ∝ exp(−|z|/b) (the
+    two-sided geometric distribution with q = e^{−1/b}), b = :func:`geometric_histogram_scale`
+    ≥ 2/ε: one replaced observation moves one count down and one up (L1 sensitivity 2), and
+    the pmf ratio under an integer shift v is at most exp(‖v‖₁/b) ≤ e^ε (proof:
+    docs/design/histogram_mechanisms.md). Sampled exactly (:func:`~dppca_dask.privacy.
+    exact_noise.discrete_laplace`, CKS 2020 Alg. 2: uniform integers from ``rng.integers`` and
+    integer arithmetic only); no float is formed before the noisy integers exist. One draw per
+    cell in cell order (``counts`` flattened in C order); the clip at 0 and any normalising
+    are post-processing. The value has the shape of ``counts``.
+
+    Examples
+    --------
+    >>> rel = geometric_histogram(np.array([[5, 0], [2, 9]]), eps=1.0,
+    ...                           rng=np.random.default_rng(0), component="score")
+    >>> rel.value.shape, rel.record.scale, rel.record.delta, rel.record.draws
+    ((2, 2), 2.0, 0.0, 4)
+    >>> bool((rel.value >= 0).all() and (rel.value == np.rint(rel.value)).all())
+    True
+    """
+    arr = _as_counts(counts, "geometric_histogram")
+    scale = geometric_histogram_scale(eps)
+    noisy = add_ints(to_grid(arr, 1.0), discrete_laplace(rng, scale, int(arr.size)))
+    out = np.maximum(from_grid(noisy, 1.0), 0.0).reshape(arr.shape)
+    record = SpendRecord(
+        component=component,
+        mechanism="geometric_histogram",
+        eps=eps,
+        delta=0.0,
+        sensitivity=2.0,
+        sensitivity_norm="l1",
+        noise="geometric",
+        scale=float(scale),
+        draws=int(arr.size),
+        note=_join(label, "counts; exact two-sided geometric (discrete Laplace) noise, one "
+                          "draw per cell; negative counts clipped to 0 (post-processing)"),
+        grid=1.0,
+    )
+    return Release(out, record)
 
 
 SMOOTH_GRID = 2.0 ** -40
