@@ -68,7 +68,7 @@ from dppca_dask.pca.scree_methods import search_record
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
-from dppca_dask.privacy.mechanisms import histogram_noise_sigma
+from dppca_dask.privacy.mechanisms import geometric_histogram_scale, histogram_noise_sigma
 from dppca_dask.privacy.plan import Plan, planned
 from dppca_dask.results.base import Part, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.score import ScoreResult
@@ -129,7 +129,8 @@ def dp_score(
     bins
         ``(m_x, m_y)``, one int for both, or ``None``: round((n/ln n)^{1/3}) on each axis.
     method
-        ``"add"``, ``"sparse"`` or both (always released in that order).
+        ``"add"``, ``"sparse"``, ``"geometric"`` (pure ε two-sided geometric noise on the
+        counts, scale 2/ε; it uses no δ) or several (always released in that order).
     group
         A column of ``X`` (data-frame column, Zarr/Dataset variable) or labels of length n. The
         frame and grid are shared; histograms are released per group (levels sorted, as R's ``factor``
@@ -407,7 +408,8 @@ def _build_result(
 
 
 
-_HISTOGRAM_MECHANISMS = {"add": "gaussian_histogram", "sparse": "stability_histogram"}
+_HISTOGRAM_MECHANISMS = {"add": "gaussian_histogram", "sparse": "stability_histogram",
+                         "geometric": "geometric_histogram"}
 
 
 def score_records(budget: BudgetPlan, *, methods: Sequence[str], frame: str,
@@ -437,6 +439,10 @@ def score_records(budget: BudgetPlan, *, methods: Sequence[str], frame: str,
                                rho=1.0 / histogram_noise_sigma(hist, calibration) ** 2,
                                note="add histogram (groups: parallel composition)",
                                calibration=calibration))
+        elif m == "geometric" and m in methods:  # pure eps: L1 sensitivity 2, b = 2/eps
+            out.append(planned("score", "geometric_histogram", hist.eps, 0.0, sensitivity=2.0,
+                               scale=float(geometric_histogram_scale(hist.eps)),
+                               note="geometric histogram (groups: parallel composition)"))
         elif m in methods:
             out.append(planned("score", _HISTOGRAM_MECHANISMS[m], hist.eps, hist.delta,
                                note="sparse histogram (groups: parallel composition)"))
