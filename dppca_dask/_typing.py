@@ -45,7 +45,7 @@ RngLike: TypeAlias = int | np.random.Generator | None
 """``None`` (fresh OS entropy), an int seed (never stored) or a NumPy Generator."""
 
 ScreeMethod: TypeAlias = Literal["clipped", "pmwm", "huber"]
-ScoreMethod: TypeAlias = Literal["add", "sparse"]
+ScoreMethod: TypeAlias = Literal["add", "sparse", "geometric"]
 FrameMethod: TypeAlias = Literal["durfee", "smooth"]
 Calibration: TypeAlias = Literal["classical", "analytic"]
 Sensitivity: TypeAlias = Literal["seed", "tight"]

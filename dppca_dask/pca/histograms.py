@@ -5,10 +5,12 @@
 * breaks: ``linspace`` over the released frame; a value's bin is clamp(#{breaks < v}, 1, m), so
   points outside the frame fall into the edge bins;
 * one Dask pass returns the (per-group) cell counts; all noise is drawn afterwards on the driver:
-  "add" (:func:`~dppca_dask.privacy.mechanisms.gaussian_histogram`) and "sparse"
-  (:func:`~dppca_dask.privacy.mechanisms.stability_histogram`), each with the full histogram allocation,
-  group by group in level order, add before sparse. Groups are disjoint, so the per-group releases
-  compose in parallel: one ledger record per method covers all groups.
+  "add" (:func:`~dppca_dask.privacy.mechanisms.gaussian_histogram`), "sparse"
+  (:func:`~dppca_dask.privacy.mechanisms.stability_histogram`) and "geometric"
+  (:func:`~dppca_dask.privacy.mechanisms.geometric_histogram`: pure ε, exact two-sided geometric
+  noise; δ unused), each with the full histogram allocation, group by group in level order, in the
+  order add, sparse, geometric. Groups are disjoint, so the per-group releases compose in parallel:
+  one ledger record per method covers all groups.
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ from dppca_dask.kernels.scores import bin_counts
 from dppca_dask.pca.frame import Frame
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import PrivacyBudget
-from dppca_dask.privacy.mechanisms import gaussian_histogram, stability_histogram
+from dppca_dask.privacy.mechanisms import (
+    gaussian_histogram,
+    geometric_histogram,
+    stability_histogram,
+)
 
 __all__ = [
     "BIN_RULES",
@@ -42,7 +48,7 @@ __all__ = [
     "release_histograms",
 ]
 
-HISTOGRAM_METHODS = ("add", "sparse")
+HISTOGRAM_METHODS = ("add", "sparse", "geometric")
 BIN_RULES = ("J", "W")
 BINS_RULE = "a pair (m_x, m_y) of positive ints, one positive int, or None (the default rule)"
 
@@ -127,7 +133,7 @@ class HistogramRelease:
 
     methods: tuple[str, ...]
     probability: np.ndarray
-    total: np.ndarray  # (method, group): Σĉ (add) or n_g·Σq (sparse) before normalising
+    total: np.ndarray  # (method, group): Σĉ (add, geometric) or n_g·Σq (sparse) before normalising
     records: tuple[SpendRecord, ...]
 
 
@@ -153,11 +159,13 @@ def release_histograms(
     rng: Any,
     levels: Sequence[str] | None = None,
 ) -> HistogramRelease:
-    """Run "add" and/or "sparse" on each group's counts (G, m_y, m_x) in level order (SPEC §6.6–6.7).
+    """Run "add", "sparse" and/or "geometric" on each group's counts (G, m_y, m_x) in level
+    order (SPEC §6.6–6.7; geometric: docs/design/histogram_mechanisms.md).
 
     ``sizes`` are the group sizes n_g (the sparse scale and threshold use them). Raises
-    :class:`BudgetError` when an add histogram is all zero after noise and clipping; an all-zero
-    sparse histogram is released as zeros (sampling it warns).
+    :class:`BudgetError` when an add or geometric histogram is all zero after noise and
+    clipping; an all-zero sparse histogram is released as zeros (sampling it warns). The
+    geometric histogram spends ``budget.eps`` only (pure ε-DP).
     """
     counts = np.asarray(counts)
     groups = counts.shape[0]
@@ -171,13 +179,18 @@ def release_histograms(
         if n_g < 1:
             raise InputError(f"{prefix}Each histogram must contain at least one observation.")
         for i, method in enumerate(methods):
-            if method == "add":
-                rel = gaussian_histogram(counts[g], budget=budget, calibration=calibration,
-                                         rng=rng, component="score", label="add histogram")
+            if method in ("add", "geometric"):
+                if method == "add":
+                    rel = gaussian_histogram(counts[g], budget=budget, calibration=calibration,
+                                             rng=rng, component="score", label="add histogram")
+                else:
+                    rel = geometric_histogram(counts[g], eps=budget.eps, rng=rng,
+                                              component="score", label="geometric histogram")
                 mass = float(rel.value.sum())
                 if not mass > 0:
+                    noise = "Gaussian" if method == "add" else "geometric"
                     raise BudgetError(
-                        f"{prefix}all privatized bin counts are zero after Gaussian noise and "
+                        f"{prefix}all privatized bin counts are zero after {noise} noise and "
                         "clipping. Try a larger `eps` or fewer bins.")
                 total[i, g] = mass
                 prob[i, g] = rel.value / mass
@@ -193,8 +206,9 @@ def release_histograms(
 
 
 def parse_methods(method: Any, owner: str) -> tuple[str, ...]:
-    """Histogram methods, a str or a sequence drawn from {"add", "sparse"} (canonical order)."""
-    rule = "a str or a non-empty sequence of str among {'add', 'sparse'}"
+    """Histogram methods, a str or a sequence drawn from {"add", "sparse", "geometric"}
+    (canonical order)."""
+    rule = "a str or a non-empty sequence of str among {'add', 'sparse', 'geometric'}"
     items = [method] if isinstance(method, str) else method
     if not isinstance(items, Sequence | np.ndarray) or isinstance(items, bytes) or len(items) == 0:
         raise bad_param("method", owner, rule, method)
