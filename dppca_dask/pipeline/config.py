@@ -10,10 +10,13 @@ Relative paths are taken relative to the directory the command runs in.
 
 from __future__ import annotations
 
+import copy
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast, get_args
 
 import yaml
 from pydantic import (
@@ -52,7 +55,11 @@ __all__ = [
     "ScoreConfig",
     "ScreeConfig",
     "SlurmClusterConfig",
+    "apply_overrides",
+    "check_task_sections",
+    "env_overrides",
     "load_config",
+    "parse_set",
 ]
 
 TASKS = ("loading", "scree", "score", "covariance", "pca")
@@ -189,7 +196,8 @@ class ScoreConfig(_KendallOptions):
 
     axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
     bins: list[PositiveInt] | PositiveInt | None = None
-    method: list[Literal["add", "sparse"]] = Field(default_factory=_list_of("add"), min_length=1)
+    method: list[Literal["add", "sparse", "geometric"]] = Field(
+        default_factory=_list_of("add"), min_length=1)
     frame: Literal["durfee", "smooth"] = "durfee"
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
     group_weights: Literal["observed", "private"] = "observed"
@@ -217,8 +225,8 @@ class PCAConfig(_KendallOptions):
     center: Literal["private", "empirical"] | float | list[float] = "private"
     mono: bool = True
     bins: list[PositiveInt] | PositiveInt | None = None
-    score_method: list[Literal["add", "sparse"]] = Field(default_factory=_list_of("add"),
-                                                         min_length=1)
+    score_method: list[Literal["add", "sparse", "geometric"]] = Field(
+        default_factory=_list_of("add"), min_length=1)
     axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
     frame: Literal["durfee", "smooth"] = "durfee"
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
@@ -351,18 +359,65 @@ class RunConfig(_Model):
             raise ConfigError(_describe(exc)) from None
 
 
+_UNION_TAG = re.compile(r"^(str|int|float|bool|none|list|dict|literal|json-or-python)$|[\[\-]")
+"""A pydantic union member's tag in an error location (``constrained-float``, ``list[...]``):
+an internal type name, not a config key; :func:`_describe` leaves it out."""
+_TYPE_ERRORS = frozenset({"float_type", "float_parsing", "int_type", "int_parsing", "list_type",
+                          "dict_type", "string_type", "bool_type", "bool_parsing", "model_type",
+                          "none_required", "model_attributes_type"})
+_PARAMETER = re.compile(r"^The '(\w+)' parameter of (\w+) (must .*)$", re.DOTALL)
+
+
+def _config_key(section: str, param: str, function: str) -> str:
+    """The config key of a library parameter named in a nested validator's message."""
+    if function.endswith("_control") and function not in ("privacy_control", "pace_ggm_control"):
+        method = function.removesuffix("_control")
+        controls = "scree_control" if section == "pca" else "controls"
+        return f"{section}.{controls}.{method}.{param}"
+    if function == "pace_ggm_control":
+        return f"{section}.control.{param}"
+    return f"{section}.{param}" if section else param
+
+
 def _describe(exc: ValidationError) -> str:
-    problems = []
+    """One line naming each bad key in config-key wording (no pydantic type names)."""
+    grouped: dict[str, list[Any]] = {}
     for err in exc.errors():
-        key = ".".join(str(part) for part in err["loc"]) or "<root>"
-        if err["type"] == "extra_forbidden":
-            problems.append(f"config key {key!r} is not a known setting")
-        elif err["type"] == "missing":
-            problems.append(f"config key {key!r} is required")
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"config key {key!r}: {msg} (got {err.get('input')!r})")
-    return "Invalid config: " + "; ".join(problems)
+        parts = [str(p) for p in err["loc"] if not (isinstance(p, str) and _UNION_TAG.search(p))]
+        grouped.setdefault(".".join(parts) or "<root>", []).append(err)
+    # a union member that matched the value's type says more than the members that did not
+    specific = {k for k, errs in grouped.items() if any(e["type"] not in _TYPE_ERRORS
+                                                        for e in errs)}
+    problems = []
+    for key, errs in grouped.items():
+        if key not in specific and any(s.startswith(key + ".") for s in specific):
+            continue  # e.g. bounds: [1, -2] -- the list member's message on bounds.1 is enough
+        if key in specific:
+            errs = [e for e in errs if e["type"] not in _TYPE_ERRORS]
+        messages: list[str] = []
+        for err in errs:
+            if err["type"] == "extra_forbidden":
+                messages.append(f"config key {key!r} is not a known setting")
+                continue
+            if err["type"] == "missing":
+                messages.append(f"config key {key!r} is required")
+                continue
+            msg = str(err["msg"]).removeprefix("Value error, ").removeprefix("Input should be ")
+            match = _PARAMETER.match(msg)
+            if match:
+                param, function, rule = match.groups()
+                messages.append(f"config key {_config_key(key, param, function)!r} {rule}")
+                continue
+            if str(err["msg"]).startswith("Input should be "):
+                messages.append(f"config key {key!r} must be {msg} (got {err.get('input')!r})")
+            else:
+                messages.append(f"config key {key!r}: {msg} (got {err.get('input')!r})")
+        if len(messages) > 1 and all(e["type"] in _TYPE_ERRORS for e in errs):
+            rules = [str(e["msg"]).removeprefix("Input should be ") for e in errs]
+            messages = [f"config key {key!r} must be " + " or ".join(dict.fromkeys(rules))
+                        + f" (got {errs[0].get('input')!r})"]
+        problems += messages
+    return "Invalid config: " + "; ".join(dict.fromkeys(m.rstrip(".") for m in problems)) + "."
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -403,8 +458,185 @@ def safe_load_unique(text: str) -> Any:
     return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: safe
 
 
-def load_config(path: str | os.PathLike[str]) -> RunConfig:
-    """Read and validate a YAML run config; every problem is a :class:`ConfigError`."""
+ENV_PREFIX = "DPPCA_RUN__"
+"""Environment variables ``DPPCA_RUN__<KEY>__<SUBKEY>=value`` override run-config keys (``__``
+separates levels: ``DPPCA_RUN__PRIVACY__EPS=0.5`` sets ``privacy.eps``). The ``RUN`` level keeps
+them apart from the deployment's ``DPPCA_LEDGER__*`` settings (Dask config ``dppca.ledger``,
+:mod:`dppca_dask.pipeline.deployment`), which a run config cannot change."""
+
+_SECTIONS: dict[str, type[_Model]] = {"loading": LoadingConfig, "scree": ScreeConfig,
+                                      "score": ScoreConfig, "pca": PCAConfig}
+
+
+@dataclass(frozen=True)
+class Override:
+    """One run-config override: the key path, its value (YAML-parsed) and where it came from."""
+
+    key: tuple[str, ...]
+    value: Any
+    source: str
+    """``--set privacy.eps=0.5`` or ``DPPCA_RUN__PRIVACY__EPS``: how messages name it."""
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.key)
+
+
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def _parse_value(text: str, where: str) -> Any:
+    """A YAML value; ``1e-6`` (a string in YAML 1.1) is a number, as in YAML 1.2."""
+    try:
+        value = safe_load_unique(text) if text.strip() else None
+    except (ConfigError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{where}: the value is not valid YAML ({exc}).") from None
+    return float(value) if isinstance(value, str) and _NUMBER.match(value) else value
+
+
+def parse_set(item: str) -> Override:
+    """``key.path=value`` (``--set``) as an :class:`Override`; the value is parsed as YAML.
+
+    Examples
+    --------
+    >>> parse_set("privacy.eps=0.5")
+    Override(key=('privacy', 'eps'), value=0.5, source='--set privacy.eps=0.5')
+    >>> parse_set("scree.method=[clipped, pmwm]").value
+    ['clipped', 'pmwm']
+    >>> parse_set("eps")
+    Traceback (most recent call last):
+    ...
+    dppca_dask.errors.ConfigError: --set 'eps': give key.path=value (e.g. --set privacy.eps=0.5).
+    """
+    key, sep, text = item.partition("=")
+    parts = tuple(p.strip() for p in key.strip().split("."))
+    if not sep or not all(parts):
+        raise ConfigError(f"--set {item!r}: give key.path=value (e.g. --set privacy.eps=0.5).")
+    return Override(parts, _parse_value(text, f"--set {item!r}"), f"--set {item}")
+
+
+def env_overrides(environ: Mapping[str, str] | None = None) -> list[Override]:
+    """The ``DPPCA_RUN__*`` variables of ``environ`` (default ``os.environ``), sorted by name.
+
+    Key names are matched case-insensitively against the config's keys (see
+    :func:`apply_overrides`); values are parsed as YAML, as ``--set`` values are.
+
+    Examples
+    --------
+    >>> [(o.key, o.value) for o in env_overrides({"DPPCA_RUN__PRIVACY__EPS": "0.5",
+    ...                                          "DPPCA_LEDGER__URL": "/x"})]
+    [(('PRIVACY', 'EPS'), 0.5)]
+    """
+    environ = os.environ if environ is None else environ
+    out = []
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = tuple(name[len(ENV_PREFIX):].split("__"))
+        if not all(parts):
+            raise ConfigError(f"Environment variable {name!r}: give DPPCA_RUN__<KEY>__<SUBKEY> "
+                              "(e.g. DPPCA_RUN__PRIVACY__EPS=0.5).")
+        out.append(Override(parts, _parse_value(environ[name], f"Environment variable {name!r}"),
+                            name))
+    return out
+
+
+def _known_keys(node: Any, path: tuple[str, ...]) -> list[str]:
+    """Keys a mapping at ``path`` may hold: those present plus the model's field names."""
+    keys = [str(k) for k in node] if isinstance(node, dict) else []
+    model: Any = RunConfig
+    for part in path:
+        field = getattr(model, "model_fields", {}).get(part)
+        model = getattr(field, "annotation", None) if field is not None else None
+        if model is not None and not isinstance(model, type):  # X | None: the model member
+            model = next((a for a in get_args(model) if isinstance(a, type)
+                          and issubclass(a, BaseModel)), None)
+    keys += list(getattr(model, "model_fields", {}) if isinstance(model, type) else {})
+    return keys
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> dict[str, Any]:
+    """``data`` (a config mapping) with ``overrides`` applied in order (a later one wins).
+
+    An environment variable's key parts match existing keys and known setting names
+    case-insensitively (``C_clip`` from ``..._C_CLIP``); other parts are lower-cased.
+
+    Examples
+    --------
+    >>> apply_overrides({"privacy": {"eps": 1}}, [parse_set("privacy.delta=1e-6")])
+    {'privacy': {'eps': 1, 'delta': 1e-06}}
+    """
+    out = copy.deepcopy(data)
+    for item in overrides:
+        node: Any = out
+        path: tuple[str, ...] = ()
+        env = not item.source.startswith("--set")
+        for i, raw in enumerate(item.key):
+            if not isinstance(node, dict):
+                raise ConfigError(f"{item.source}: config key {'.'.join(path)!r} is a value, "
+                                  f"not a section, so it has no key {raw!r}.")
+            part = raw
+            if env:
+                match = [k for k in _known_keys(node, path) if k.lower() == raw.lower()]
+                part = match[0] if match else raw.lower()
+            path += (part,)
+            if i == len(item.key) - 1:
+                node[part] = copy.deepcopy(item.value)
+            else:
+                if node.get(part) is None:
+                    node[part] = {}
+                node = node[part]
+    return out
+
+
+def check_task_sections(data: Mapping[str, Any]) -> None:
+    """Refuse settings in the sections of tasks other than ``task`` (they would be ignored).
+
+    A section equal to its defaults (as in a config written by ``to_dict``) is accepted.
+
+    Examples
+    --------
+    >>> check_task_sections({"task": "pca", "scree": {"k": 3}, "loading": {}})
+    Traceback (most recent call last):
+    ...
+    dppca_dask.errors.ConfigError: Config section 'scree' does not apply to task 'pca' and would be ignored; remove it, or move its settings to the 'pca' section (or set task: scree).
+    """
+    task = data.get("task", "loading")
+    others = []
+    for name in (*_SECTIONS, "covariance"):
+        section = data.get(name)
+        if name == task or section is None or section == {}:
+            continue
+        model = _SECTIONS.get(name)
+        if model is not None and isinstance(section, dict):
+            try:
+                if model.model_validate(section) == model():
+                    continue
+            except ValidationError:
+                pass
+        others.append(name)
+    if others:
+        listed = ", ".join(repr(n) for n in others)
+        what = "section" if len(others) == 1 else "sections"
+        does = "does" if len(others) == 1 else "do"
+        it = "it" if len(others) == 1 else "them"
+        its = "its" if len(others) == 1 else "their"
+        hint = f" (or set task: {others[0]})" if len(others) == 1 else ""
+        raise ConfigError(f"Config {what} {listed} {does} not apply to task {task!r} and would "
+                          f"be ignored; remove {it}, or move {its} settings to the {task!r} "
+                          f"section{hint}.")
+
+
+def load_config(path: str | os.PathLike[str], *, overrides: Sequence[str] = (),
+                environ: Mapping[str, str] | None = None) -> RunConfig:
+    """Read and validate a YAML run config; every problem is a :class:`ConfigError`.
+
+    Precedence, lowest first: the file, then ``DPPCA_RUN__*`` environment variables
+    (:data:`ENV_PREFIX`; ``environ`` defaults to ``os.environ``), then ``overrides`` (the CLI's
+    ``--set key.path=value``, in order). The result is validated once, by the same models; a
+    bad value names its key and the override that set it. Settings in another task's section
+    are refused (:func:`check_task_sections`).
+    """
     source = Path(path)
     if not source.is_file():
         raise ConfigError(f"Config file not found: {str(source)!r}.")
@@ -416,10 +648,29 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
         raise ConfigError(f"Config file {str(source)!r} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"Config file {str(source)!r} must hold a mapping of settings.")
-    return RunConfig.from_dict(data)
+    changes = [*env_overrides(environ), *(parse_set(item) for item in overrides)]
+    data = apply_overrides(data, changes)
+    try:
+        check_task_sections(data)
+        return RunConfig.from_dict(data)
+    except ConfigError as exc:
+        text = str(exc).lower()
+        named = [c.source for c in changes
+                 if f"'{c.dotted.lower()}" in text or f"'{c.key[0].lower()}'" in text]
+        if not named:
+            raise
+        raise ConfigError(f"{exc} (set by {', '.join(dict.fromkeys(named))})") from None
 
 
-def dump_config(config: RunConfig) -> str:
-    """YAML of the resolved config (seed removed), for the output directory and ``plan``."""
+def dump_config(config: RunConfig, *, task_only: bool = False) -> str:
+    """YAML of the resolved config (seed removed), for the output directory and ``plan``.
+
+    ``task_only``: leave out the sections of the other tasks (``plan`` shows only the run's).
+    """
     header = "# dppca_dask resolved run config. A seed, if one was given, is never recorded.\n"
-    return header + yaml.safe_dump(config.to_dict(), sort_keys=False)
+    data = config.to_dict()
+    if task_only:
+        for name in (*_SECTIONS, "covariance"):
+            if name != config.task:
+                data.pop(name, None)
+    return header + yaml.safe_dump(data, sort_keys=False)
