@@ -38,7 +38,8 @@ __all__ = ["BIPLOT_SCALE", "PCA_PANELS", "PCAPlot", "biplot_arrows", "plot_pca"]
 PCA_PANELS = ("scree", "loading", "score", "biplot")
 BIPLOT_SCALE = 0.8
 _OWNER = "plot"
-_NAMES = {"nonprivate": "Non-private", "add": "Add", "sparse": "Sparse"}
+_NAMES = {"nonprivate": "Non-private", "add": "Add", "sparse": "Sparse",
+          "geometric": "Geometric"}
 _ARROW = "#222222"
 _NOTE = "Shows non-private reference panels: this figure is not a private release."
 

@@ -33,10 +33,12 @@ from dppca_dask.plots._style import SavedFigure, figure, group_colors, style_pan
 __all__ = ["PRIVATE_PLOTS", "ScorePlot", "ScorePlotControl", "plot_score", "score_plot_control"]
 
 PRIVATE_PLOTS = ("histogram", "sample")
-TITLE_KEYS = ("scatter", "nonprivate", "add", "sparse")
+TITLE_KEYS = ("scatter", "nonprivate", "add", "sparse", "geometric")
 _DEFAULT_TITLES = {"scatter": "Non-private Scatter", "nonprivate": "Non-private Histogram",
-                   "add": "Add DP Histogram", "sparse": "Sparse DP Histogram"}
-_SAMPLE_NAMES = {"nonprivate": "Non-private", "add": "Add", "sparse": "Sparse"}
+                   "add": "Add DP Histogram", "sparse": "Sparse DP Histogram",
+                   "geometric": "Geometric DP Histogram"}
+_SAMPLE_NAMES = {"nonprivate": "Non-private", "add": "Add", "sparse": "Sparse",
+                 "geometric": "Geometric"}
 
 
 @dataclass(frozen=True)
@@ -94,10 +96,10 @@ def score_plot_control(**options: Any) -> ScorePlotControl:
 
     Options: ``color`` (#6A5ACD), ``scatter_alpha`` (0.6), ``scatter_size`` (1.8),
     ``hist_alpha_range`` ((0, 1)), ``base_size`` (12), ``title_size`` (14), ``titles`` (a dict
-    overriding any of "scatter", "nonprivate", "add", "sparse"), ``xlab``/``ylab`` (default: the
-    axis labels "PC{a}", "PC{b}"), ``group_colors`` (dict level → colour; missing levels come
-    from the palette), ``group_ncol`` (3, unused), ``show_group_legend`` (False), ``panel_size``
-    (3.4 inches per panel).
+    overriding any of "scatter", "nonprivate", "add", "sparse", "geometric"), ``xlab``/``ylab``
+    (default: the axis labels "PC{a}", "PC{b}"), ``group_colors`` (dict level → colour; missing
+    levels come from the palette), ``group_ncol`` (3, unused), ``show_group_legend`` (False),
+    ``panel_size`` (3.4 inches per panel).
 
     Examples
     --------
