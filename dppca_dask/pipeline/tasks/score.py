@@ -95,6 +95,11 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan
         per_group = "; per group with n_g" if cfg.input.group else ""
         lines.append(f"      sparse: laplace scale {_r(scale)}, threshold {_r(threshold)} "
                      f"(proportions, n = {src.n}{per_group})")
+    if "geometric" in methods:
+        geo = release.first("score", "geometric_histogram")
+        lines.append(f"      geometric: two-sided geometric (pure eps, delta unused), L1 "
+                     f"sensitivity {_r(geo.sensitivity or 0.0)}, scale {_r(geo.scale or 0.0)} "
+                     "counts")
     return lines
 
 
