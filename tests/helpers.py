@@ -7,6 +7,7 @@ import math
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 import dask
 import numpy as np
@@ -115,3 +116,39 @@ def literal_quantile(x, q, eps, rng, beta=1.01, max_steps=5000):
     if not cap_neg and k_neg > 0:
         return -(beta**k_neg - 1)
     return 0.0
+
+
+def example_results() -> dict[str, Any]:
+    """One small fit of every result type (non-private references stored where an estimator
+    can store them, two mechanisms where it has several), keyed by a short label. Tests that
+    walk every result type check that these labels cover every registered ``kind``."""
+    from dppca_dask import (
+        clipped_control,
+        dp_covariance,
+        dp_loading,
+        dp_pca,
+        dp_score,
+        dp_scree,
+        pace_ggm_control,
+        privacy_control,
+    )
+
+    x = np.random.default_rng(11).normal(size=(300, 4)) * [3.0, 2.0, 1.0, 0.5]
+    groups = np.repeat(["a", "b"], 150)
+    pc = privacy_control(eps=4, delta=1e-4)
+    an = {"calibration": "analytic"}
+    control = {"clipped": clipped_control(C_clip=40),
+               "pmwm": {"a": 0, "b": 60, "trim_const": 5, "eta": 0.01}}
+    return {
+        "loading": dp_loading(x, privacy=pc, non_private=True, rng=1, **an),
+        "scree": dp_scree(x, privacy=pc, k=2, method=["clipped", "pmwm"], control=control,
+                          non_private=True, rng=2, **an),
+        "score": dp_score(x, privacy=pc, bins=(4, 3), method=("add", "sparse"), group=groups,
+                          non_private=True, rng=3, **an),
+        "pca": dp_pca(x, privacy=pc, k=2, bins=4, scree_control=control["clipped"],
+                      group=groups, non_private=True, rng=4, **an),
+        "covariance": dp_covariance(x, rho=0.5, bounds=8.0, rng=5, report_clipping=True,
+                                    control=pace_ggm_control(mean="measure")),
+        "covariance_ssp": dp_covariance(x, rho=0.5, bounds=8.0, method="ssp", rng=6),
+        "covariance_private": dp_covariance(x, rho=0.5, bounds=8.0, method="diagonal", rng=7),
+    }

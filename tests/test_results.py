@@ -12,11 +12,13 @@ from dppca_dask import (
     InputError,
     LoadingResult,
     OutputExistsError,
+    PCAResult,
     dp_loading,
     load_result,
     privacy_control,
 )
-from dppca_dask.results.base import write_atomically
+from dppca_dask.results.base import Result, write_atomically
+from tests.helpers import example_results
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +106,57 @@ def test_load_result__errors(tmp_path):
     (tmp_path / "junk.nc").write_text("not netcdf")
     with pytest.raises(InputError, match="not a readable dppca_dask result"):
         load_result(tmp_path / "junk.nc")
+
+
+@pytest.fixture(scope="module")
+def examples() -> dict[str, Result]:
+    return example_results()
+
+
+def _old_names(ds: xr.Dataset) -> xr.Dataset:
+    """A dataset as versions before issue 16 wrote it: dimension and coordinate ``method``."""
+    return ds.rename({"mechanism": "method"}) if "mechanism" in ds.dims else ds
+
+
+@pytest.mark.parametrize(("label", "suffix"), [("scree", ".zarr"), ("scree", ".nc"),
+                                               ("score", ".zarr"), ("score", ".nc")])
+def test_load_result__renames_the_old_method_dimension(examples, tmp_path, label, suffix):
+    fit = examples[label]
+    old = _old_names(fit.dataset)
+    assert "method" in old.dims and "mechanism" not in old.dims
+    path = tmp_path / f"old{suffix}"
+    if suffix == ".zarr":
+        old.to_zarr(path, mode="w", consolidated=False)
+    else:
+        old.to_netcdf(path, engine="h5netcdf")
+    back = load_result(path)
+    assert type(back) is type(fit)
+    assert "method" not in back.dataset.dims and "method" not in back.dataset.variables
+    xr.testing.assert_identical(back.dataset, fit.dataset)
+    assert back.mechanisms == fit.mechanisms and len(back.mechanisms) == 2
+    name = "scree" if label == "scree" else "probability"
+    picked = back.dataset[name].sel(mechanism=fit.mechanisms[1])
+    np.testing.assert_array_equal(picked.values, fit.dataset[name].values[1])
+    assert repr(back.summary()) == repr(fit.summary())
+
+
+@pytest.mark.parametrize("suffix", [".zarr", ".nc"])
+def test_load_result__renames_the_old_method_dimension_in_dp_pca_stores(examples, tmp_path,
+                                                                        suffix):
+    fit = examples["pca"]
+    tree = fit.to_tree()
+    old = xr.DataTree.from_dict({"/": tree.to_dataset(),
+                                 **{f"/{p}": _old_names(tree[p].to_dataset())
+                                    for p in ("loading", "scree", "score")}})
+    assert "method" in old["scree"].dims and "method" in old["score"].dims
+    path = tmp_path / f"old{suffix}"
+    if suffix == ".zarr":
+        old.to_zarr(path, mode="w", consolidated=False)
+    else:
+        old.to_netcdf(path, engine="h5netcdf")
+    back = load_result(path)
+    assert isinstance(back, PCAResult)
+    for part in ("scree", "score"):
+        xr.testing.assert_identical(getattr(back, part).dataset, getattr(fit, part).dataset)
+    assert back.scree.scree.sel(mechanism="clipped").dims == ("component",)
+    assert repr(back.summary()) == repr(fit.summary())

@@ -417,8 +417,9 @@ def plan_covariance(p: int, plan: ZCDPPlan, *, method: str = "pace_ggm",
     records = []
     for name, rho in rho_allocations(method, plan.rho, control, p):
         mechanism = ADAPTIVE if name == "rounds" else _MECHANISMS[name]
+        draws = 0 if name == "rounds" else p * (p + 1) // 2 if name == "ssp" else p
         records.append(planned(name, mechanism, 0.0, 0.0, rho=rho, calibration="zcdp",
-                               note=_PLAN_NOTES.get(name, "")))
+                               draws=draws, note=_PLAN_NOTES.get(name, "")))
     eps_delta = None if plan.eps is None else (plan.eps, plan.delta or 0.0)
     return Plan(tuple(records), passes=1, accounting="zcdp", eps_delta=eps_delta,
                 adaptive=frozenset({"select", "measure"}) if method == "pace_ggm"

@@ -441,7 +441,7 @@ def scree_records(n: int, budget: BudgetPlan, *, methods: Sequence[str],
     scree_budget = budget.spend("scree")
     private = isinstance(center, str) and center == "private"
     share = CENTER_SHARE if private else 0.0
-    out = center_records(scree_budget.scaled(share), calibration) if private else []
+    out = center_records(scree_budget.scaled(share), calibration, k=k) if private else []
     method_budget = scree_budget.scaled(1.0 - share)
     for m in methods:
         out += method_records(m, n, k, controls[m], method_budget, calibration)

@@ -336,15 +336,17 @@ def search_record(eps: float, component: str = "scree", note: str = "") -> Spend
                    note=note)
 
 
-def center_records(budget: PrivacyBudget, calibration: str = "classical") -> list[SpendRecord]:
-    """The private centre's planned records (``budget``: the centre's share of the scree)."""
+def center_records(budget: PrivacyBudget, calibration: str = "classical", *,
+                   k: int) -> list[SpendRecord]:
+    """The private centre's planned records (``budget``: the centre's share of the scree; the
+    centre has one coordinate per component, ``k``)."""
     out = []
     for j, share in enumerate(CENTER_ROUNDS, start=1):
         out.append(search_record(RADIUS_SHARE * share * budget.eps,
                                  note=f"centre round {j}: radius"))
         out.append(planned("scree", "gaussian", (1.0 - RADIUS_SHARE) * share * budget.eps,
                            share * budget.delta, note=f"centre round {j}: ball-clipped mean",
-                           calibration=calibration))
+                           calibration=calibration, draws=k))
     return out
 
 
@@ -362,7 +364,8 @@ def method_records(method: str, n: int, k: int, control: Control, budget: Privac
         searches = [search_record(per.eps / 4.0 / 2, note="pmwm: cut-off search (one side)")
                     for _ in range(4 * k)]  # 2 signed quantiles, each a search per side
         return searches + [planned("scree", "gaussian", per.eps / 2.0, per.delta,
-                                   note="pmwm: winsorized mean", calibration=calibration)
+                                   note="pmwm: winsorized mean", calibration=calibration,
+                                   draws=1)
                            for _ in range(k)]
     assert isinstance(control, HuberControl), method
     steps, _ = huber_defaults(n, control)
@@ -371,4 +374,4 @@ def method_records(method: str, n: int, k: int, control: Control, budget: Privac
                          spent_fractions(control)[1] * per.delta).scaled(1.0 / steps)
     return ([planned("scree", "laplace", eps_m2, note="huber: m2 histogram") for _ in range(k)]
             + [planned("scree", "gaussian", step.eps, step.delta, note="huber: gradient step",
-                       calibration=calibration) for _ in range(steps * k)])
+                       calibration=calibration, draws=1) for _ in range(steps * k)])

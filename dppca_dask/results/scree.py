@@ -60,7 +60,8 @@ class ScreeResult(Result):
 
     @property
     def pve(self) -> xr.DataArray:
-        """Private proportions of variance explained over the k components, ``(mechanism, component)``."""
+        """Private proportions of variance explained over the k components, dims
+        ``(mechanism, component)``."""
         return self.dataset["pve"]
 
     @property
