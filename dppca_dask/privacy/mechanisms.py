@@ -674,7 +674,7 @@ def gaussian_release(
         noisy: Any = float(arr) if arr.ndim == 0 else arr.copy()
         info: dict[str, Any] = {"sensitivity": 0.0, "scale": 0.0, "rho": 0.0, "grid": None,
                                 "note": "zero sensitivity: released unchanged"}
-        draws = 0
+        draws = int(arr.size)  # the public number of draws (none were needed this time)
     else:
         out, info = _exact_gaussian(arr.ravel(), sensitivity, budget, calibration, rng)
         noisy = float(out[0]) if arr.ndim == 0 else out.reshape(arr.shape)
