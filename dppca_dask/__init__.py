@@ -24,6 +24,7 @@ Errors
 
 from __future__ import annotations
 
+from dppca_dask._version import package_version as _package_version
 from dppca_dask.covariance.estimator import clipped_second_moment, dp_covariance
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, pace_ggm_control
 from dppca_dask.errors import (
@@ -54,7 +55,11 @@ from dppca_dask.results.pca import PCAResult, PCASummary
 from dppca_dask.results.score import ScoreResult, ScoreSummary
 from dppca_dask.results.scree import ScreeResult, ScreeSummary
 
+__version__ = _package_version()
+"""The installed version (package metadata; ``"0+unknown"`` when not installed)."""
+
 __all__ = [
+    "__version__",
     # budgets
     "PrivacyControl",
     "accounting",

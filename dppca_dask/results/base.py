@@ -17,7 +17,6 @@ import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -25,6 +24,7 @@ import numpy as np
 import xarray as xr
 
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
+from dppca_dask._version import package_version
 from dppca_dask.errors import InputError, OutputExistsError
 from dppca_dask.privacy.accounting import (
     SpendRecord,
@@ -44,13 +44,6 @@ __all__ = [
 ]
 
 _RESULT_TYPES: dict[str, type[Result]] = {}
-
-
-def package_version() -> str:
-    try:
-        return importlib_metadata.version("dppca_dask")
-    except importlib_metadata.PackageNotFoundError:  # pragma: no cover - source checkout
-        return "0+unknown"
 
 
 def write_atomically(
