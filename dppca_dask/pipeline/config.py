@@ -197,7 +197,7 @@ class ScoreConfig(_KendallOptions):
     axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
     bins: list[PositiveInt] | PositiveInt | None = None
     method: list[Literal["add", "sparse", "geometric"]] = Field(
-        default_factory=_list_of("add"), min_length=1)
+        default_factory=_list_of("geometric"), min_length=1)
     frame: Literal["durfee", "smooth"] = "durfee"
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
     group_weights: Literal["observed", "private"] = "observed"
@@ -226,7 +226,7 @@ class PCAConfig(_KendallOptions):
     mono: bool = True
     bins: list[PositiveInt] | PositiveInt | None = None
     score_method: list[Literal["add", "sparse", "geometric"]] = Field(
-        default_factory=_list_of("add"), min_length=1)
+        default_factory=_list_of("geometric"), min_length=1)
     axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
     frame: Literal["durfee", "smooth"] = "durfee"
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
