@@ -61,7 +61,7 @@ def test_pca_task__run_writes_one_store_figures_samples_report(tmp_path, demo, l
     assert repr(load_result(out / "pca.nc")) == repr(fit)
     samples = pd.read_csv(out / "samples.csv")
     assert list(samples.columns) == ["target", "method", "pc_x", "pc_y", "group"]
-    assert set(samples["target"]) == {"add"} and len(samples) == 300
+    assert set(samples["target"]) == {"geometric"} and len(samples) == 300  # the CLI default
     page = (out / "report.html").read_text()
     assert page.count('<img src="data:image/png;base64,') == 3  # pca, loading, scree_pve
     assert "Scree values and PVE" in page and "Score frame and histograms" in page
@@ -91,7 +91,7 @@ def test_pca_task__reference_sampled_at_an_explicit_size(tmp_path, demo):
         outcome = CliRunner().invoke(main, ["run", str(_write(tmp_path, settings)), "-q"])
     assert outcome.exit_code == 0, outcome.output
     samples = pd.read_parquet(tmp_path / "out" / "samples.parquet")
-    assert samples.groupby("target").size().to_dict() == {"add": 50, "nonprivate": 50}
+    assert samples.groupby("target").size().to_dict() == {"geometric": 50, "nonprivate": 50}
     assert set(samples["method"]) == {"center"}
     assert not list((tmp_path / "out").glob("*.png"))
 
