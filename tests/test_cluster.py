@@ -17,6 +17,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -586,7 +588,40 @@ def test_connect__local_cluster_listens_on_loopback_only():
         assert client.scheduler.address.startswith("tcp://127.0.0.1:")
         workers = client.scheduler_info()["workers"]
         assert workers and all(w.startswith("tcp://127.0.0.1:") for w in workers)
-    assert "HTTP server (dashboard off) on 127.0.0.1:0" in describe_cluster(LocalClusterConfig())
+    assert "; dashboard on 127.0.0.1:0" in describe_cluster(LocalClusterConfig())
+    assert "dashboard off (HTTP pages on 127.0.0.1:0)" in describe_cluster(
+        LocalClusterConfig(dashboard=False))
+
+
+def test_connect__dashboard_default_is_a_free_loopback_port_printed_with_the_run(capsys):
+    cfg = LocalClusterConfig(n_workers=1, processes=False)
+    assert cfg.dashboard == "127.0.0.1:0" == LocalClusterConfig(dashboard=True).dashboard
+    with connect(cfg) as one, connect(cfg) as two:  # two runs at once: no port collision
+        ports = [c.scheduler_info()["services"]["dashboard"] for c in (one, two)]
+        assert len(set(ports)) == 2 and 8787 not in ports
+        assert _http_hosts(one) == _http_hosts(two) == {"127.0.0.1"}
+        links = [f"http://127.0.0.1:{port}/status" for port in ports]
+        for link in links:  # the printed link answers
+            with urllib.request.urlopen(link, timeout=10) as page:  # bokeh's status page
+                assert b"bokeh" in page.read().lower()
+    printed = [ln for ln in capsys.readouterr().out.splitlines() if "dashboard" in ln]
+    assert sorted(printed) == sorted(f"Dask dashboard: {a}" for a in links)
+    with connect(LocalClusterConfig(n_workers=1, processes=False, dashboard=False)) as off:
+        port = off.scheduler_info()["services"]["dashboard"]  # the HTTP server's name
+        assert _http_hosts(off) == {"127.0.0.1"}  # health pages only, on loopback
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10)
+    assert "dashboard" not in capsys.readouterr().out.lower()
+
+
+@pytest.mark.parametrize(("value", "rule"), [
+    (8787, "an address host:port"), ("8787", "must be host:port"), (None, "an address host:port"),
+])
+def test_cluster_config__bad_dashboard_names_the_key(tmp_path, value, rule):
+    base = yaml.safe_load(_plan_config(tmp_path, {"kind": "local"}).read_text())
+    for kind in ("local", "slurm"):
+        with pytest.raises(ConfigError, match=rf"cluster\.{kind}\.dashboard.*{rule}"):
+            RunConfig.from_dict({**base, "cluster": {"kind": kind, "dashboard": value}})
 
 
 def test_connect__dashboard_address_elsewhere_warns():
@@ -622,39 +657,14 @@ def _fake_module(monkeypatch, name: str, **attrs) -> None:
         monkeypatch.setitem(sys.modules, part, module)
 
 
-def test_connect__slurm_path_with_a_stand_in_backend(monkeypatch):
-    from distributed import LocalCluster
-
-    calls: dict = {}
-
-    class SLURMCluster(LocalCluster):  # a local stand-in: "jobs" are in-process workers
-        job_cls = type("Job", (), {"submit_command": sys.executable})
-
-        def __init__(self, **kwargs):
-            calls["kwargs"] = kwargs
-            super().__init__(n_workers=0, processes=False, dashboard_address=":0")
-
-        def scale(self, n=None, jobs=0, **kw):
-            calls.setdefault("jobs", []).append(jobs)
-            return super().scale(jobs)
-
-        def adapt(self, minimum_jobs=0, maximum_jobs=0, **kw):
-            calls["adapt"] = (minimum_jobs, maximum_jobs)
-            return super().scale(max(minimum_jobs, 1))
-
-    _fake_module(monkeypatch, "dask_jobqueue", SLURMCluster=SLURMCluster)
-    cfg = SlurmClusterConfig(**SLURM, timeout=30)
-    with connect(cfg, progress=False):
-        assert compute(delayed(sum)([1, 2])) == (3,)
-    assert calls["kwargs"] == cfg.backend_kwargs() and calls["jobs"][0] == 4
-    adaptive = SlurmClusterConfig(kind="slurm", adaptive={"minimum": 1, "maximum": 3})
-    with connect(adaptive, progress=False):
-        assert compute(delayed(sum)([2, 2])) == (4,)
-    assert calls["adapt"] == (1, 3)
-    SLURMCluster.job_cls.submit_command = "no-such-sbatch --parsable"
-    with pytest.raises(ClusterError, match="no-such-sbatch, which is not on the PATH"), \
-            connect(cfg, progress=False):
+def test_connect__slurm_without_sbatch_on_the_path_fails_at_once(tmp_path, monkeypatch):
+    pytest.importorskip("dask_jobqueue")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match="submits worker jobs with sbatch, which is not on the "
+                                           "PATH"), connect(SlurmClusterConfig(**SLURM)):
         pass
+    assert time.monotonic() - started < 5
 
 
 def test_connect__kubernetes_path_with_a_stand_in_backend(monkeypatch):
@@ -685,3 +695,38 @@ def test_connect__kubernetes_path_with_a_stand_in_backend(monkeypatch):
                                            "RuntimeError: no kube config found"), \
             connect(cfg, progress=False):
         pass
+
+
+class _CloseFails:
+    """Mixin: a cluster whose close raises, as a never-started SLURMCluster's does."""
+
+    def close(self, *args, **kwargs):
+        super().close(*args, **kwargs)
+        raise AssertionError("Status.created")
+
+
+def test_connect__an_error_while_closing_never_masks_the_original_one(monkeypatch, capsys):
+    from distributed import LocalCluster
+
+    class KubeCluster(_CloseFails, LocalCluster):  # no worker ever joins; closing raises
+        def __init__(self, **kwargs):
+            super().__init__(n_workers=0, processes=False, dashboard_address=":0")
+
+    _fake_module(monkeypatch, "dask_kubernetes.operator", KubeCluster=KubeCluster)
+    cfg = KubernetesClusterConfig(**KUBE, timeout=1)
+    with pytest.raises(ClusterError, match="No Dask worker joined the kubernetes cluster"), \
+            connect(cfg, progress=False):
+        pass
+    assert capsys.readouterr().err == (
+        "Warning: closing the kubernetes cluster failed (AssertionError: Status.created), "
+        "after the error reported below.\n")
+
+    class Works(_CloseFails, LocalCluster):  # a run that succeeded stays a success
+        def __init__(self, **kwargs):
+            super().__init__(n_workers=1, processes=False, dashboard_address=":0")
+
+    _fake_module(monkeypatch, "dask_kubernetes.operator", KubeCluster=Works)
+    with connect(cfg, progress=False):
+        assert compute(delayed(sum)([1, 2])) == (3,)
+    assert capsys.readouterr().err == (
+        "Warning: closing the kubernetes cluster failed (AssertionError: Status.created).\n")

@@ -14,13 +14,17 @@ one-line :class:`~dppca_dask.errors.ClusterError`; the runner then writes nothin
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
+import importlib.util
 import logging
 import math
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -37,6 +41,7 @@ from dppca_dask.pipeline.cluster_config import (
     LocalClusterConfig,
     SlurmClusterConfig,
     TLSConfig,
+    split_host_port,
 )
 
 __all__ = ["ClusterError", "connect", "describe_cluster"]
@@ -104,6 +109,27 @@ def _check_submit_command(cluster_cls: Any) -> None:
         )
 
 
+def _closing(stack: contextlib.ExitStack, manager: Any, what: str) -> Any:
+    """``stack.enter_context(manager)``, except that an error while closing it never masks the
+    error that ended the run (e.g. dask-jobqueue's ``AssertionError: Status.created`` from a
+    SLURMCluster whose jobs never started, raised over "No Dask worker joined"), nor fails a run
+    that succeeded: it becomes one line on stderr."""
+    value = manager.__enter__()
+
+    def close(exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            manager.__exit__(exc_type, exc, tb)
+        except Exception as error:  # noqa: BLE001 -- any close error; reported, not raised
+            detail = (str(error).strip().splitlines() or [""])[0]
+            sys.stderr.write(f"Warning: closing {what} failed ({type(error).__name__}: {detail})"
+                             + (", after the error reported below" if exc is not None else "")
+                             + ".\n")
+        return False
+
+    stack.push(close)
+    return value
+
+
 def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
     """Start or reach the cluster; returns (client, a description of where it is)."""
     from distributed import Client, LocalCluster
@@ -113,18 +139,18 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
         # worker processes and the scheduler listen on loopback only (threads: in-process)
         host = {"host": "127.0.0.1"} if config.processes else {}
         try:
-            cluster = stack.enter_context(LocalCluster(
+            cluster = _closing(stack, LocalCluster(
                 n_workers=config.n_workers, threads_per_worker=config.threads_per_worker,
                 memory_limit=config.memory_limit, processes=config.processes,
                 # the scheduler always serves HTTP (health checks, JSON pages) even without the
-                # dashboard: on 127.0.0.1 and a free port unless cluster.dashboard_address says
-                dashboard_address=config.dashboard_address,
-                scheduler_kwargs={"dashboard": config.dashboard},
+                # dashboard: on 127.0.0.1 and a free port unless cluster.dashboard says
+                dashboard_address=config.http_address,
+                scheduler_kwargs={"dashboard": config.dashboard is not False},
                 # a task's error comes back through the client (one CLI line): workers log
                 # nothing below CRITICAL, e.g. no "Compute Failed" traceback per failed task
                 silence_logs=logging.CRITICAL, **host,
-            ))
-            client = stack.enter_context(Client(cluster))
+            ), "the local cluster")
+            client = _closing(stack, Client(cluster), "the Dask client")
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"Could not start the local Dask cluster: {exc}") from None
         if config.processes:
@@ -133,9 +159,9 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
     if isinstance(config, AddressClusterConfig):
         security = _security(config.security) if config.security else None
         try:
-            client = stack.enter_context(
-                Client(config.address, timeout=config.timeout, security=security)
-            )
+            client = _closing(
+                stack, Client(config.address, timeout=config.timeout, security=security),
+                "the Dask client")
         except (OSError, TimeoutError) as exc:
             raise ClusterError(
                 f"Could not reach the Dask scheduler at {config.address} within "
@@ -149,19 +175,23 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
             _check_submit_command(cluster_cls)
         try:
             if isinstance(config, SlurmClusterConfig):
-                cluster = stack.enter_context(cluster_cls(**config.backend_kwargs()))
+                _warn_if_exposed(config)
+                cluster = _closing(stack, cluster_cls(
+                    **config.backend_kwargs(), scheduler_options=_scheduler_options(config),
+                ), "the slurm cluster")
+                _test_job_script(cluster, config)
                 if config.adaptive is not None:
                     cluster.adapt(minimum_jobs=config.adaptive.minimum,
                                   maximum_jobs=config.adaptive.maximum)
                 else:
                     cluster.scale(jobs=config.n_jobs or 1)
             else:
-                cluster = stack.enter_context(cluster_cls(
+                cluster = _closing(stack, cluster_cls(
                     custom_cluster_spec=config.cluster_spec(),
                     namespace=config.namespace, shutdown_on_close=config.shutdown_on_close,
                     resource_timeout=config.timeout, quiet=True,
-                ))
-            client = stack.enter_context(Client(cluster))
+                ), f"the {kind} cluster")
+            client = _closing(stack, Client(cluster), "the Dask client")
         except ClusterError:
             raise
         except Exception as exc:  # noqa: BLE001 -- the back-ends raise many types (kube, sbatch)
@@ -173,12 +203,55 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
     return client, where
 
 
-def _warn_if_exposed(config: LocalClusterConfig) -> None:
+def _scheduler_options(config: SlurmClusterConfig) -> dict[str, Any]:
+    """dask-jobqueue's ``scheduler_options`` (site config ``jobqueue.slurm.scheduler-options``)
+    with the dashboard of ``cluster.dashboard`` (dask-jobqueue's own default is ``:8787`` on every
+    interface: two runs on one host collide, and the pages have no login)."""
+    import dask
+
+    options = dict(dask.config.get("jobqueue.slurm.scheduler-options", None) or {})
+    options["dashboard_address"] = config.http_address
+    options["dashboard"] = config.dashboard is not False
+    return options
+
+
+SBATCH_CHECK_TIMEOUT = 60
+"""Seconds ``sbatch --test-only`` may take (it answers within a second when the controller runs)."""
+
+
+def _test_job_script(cluster: Any, config: SlurmClusterConfig) -> None:
+    """Ask sbatch whether the worker job could ever run, before any job is queued: a request the
+    partition cannot satisfy (memory above the nodes', a missing partition) is rejected by
+    ``sbatch`` itself, which dask-jobqueue would only log while the run waits ``timeout``."""
+    job = getattr(cluster, "job_cls", None)
+    submit = (getattr(job, "submit_command", None) or "sbatch").split()
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="dppca-worker-job-") as script:
+        script.write(cluster.job_script())
+        script.flush()
+        try:
+            done = subprocess.run([*submit, "--test-only", script.name], capture_output=True,
+                                  text=True, timeout=SBATCH_CHECK_TIMEOUT, check=False)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(
+                f"'{submit[0]} --test-only' did not answer within {SBATCH_CHECK_TIMEOUT} s: is "
+                "the SLURM controller up (sinfo)?") from None
+    if done.returncode != 0:
+        lines = [ln.strip() for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
+        reason = "; ".join(dict.fromkeys(lines)) or f"exit status {done.returncode}"
+        asked = ", ".join(f"{k}={v!r}" for k, v in config.backend_kwargs().items()
+                          if k in ("cores", "memory", "processes", "walltime", "queue", "account",
+                                   "job_extra_directives"))
+        raise ClusterError(
+            f"sbatch rejects the Dask worker jobs of cluster.kind 'slurm' ({asked or 'defaults'}"
+            f"): {reason}. Ask for what a node of the partition has (sinfo -N -l).")
+
+
+def _warn_if_exposed(config: LocalClusterConfig | SlurmClusterConfig) -> None:
     if config.dashboard_is_loopback:
         return
-    what = "dashboard and HTTP pages" if config.dashboard else "HTTP pages"
+    what = "dashboard and HTTP pages" if config.dashboard is not False else "HTTP pages"
     warnings.warn(
-        f"cluster.dashboard_address = {config.dashboard_address!r} is not a loopback address: "
+        f"cluster.dashboard = {config.http_address!r} is not a loopback address: "
         f"the Dask scheduler's {what} (task keys, worker names, progress; no login) are "
         "reachable from the network. Use 127.0.0.1 and an SSH tunnel to view them remotely.",
         PrivacyWarning, stacklevel=2,
@@ -335,6 +408,9 @@ def connect(
             levels.setdefault(name, logger.level)
             logger.setLevel(logging.CRITICAL)
 
+    quiet = _CancelledFeed()
+    scheduler_log = logging.getLogger("distributed.scheduler")
+    scheduler_log.addFilter(quiet)
     try:
         with contextlib.ExitStack() as stack:
             client, where = _open(config, stack)
@@ -345,15 +421,39 @@ def connect(
             with use_compute(_client_compute(client, progress, config.retries, where, lost)):
                 yield client
     finally:
+        scheduler_log.removeFilter(quiet)
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
 
 
+class _CancelledFeed(logging.Filter):
+    """Drops the one ``CancelledError`` traceback a scheduler in this process (``slurm``) logs
+    when it closes while the progress bar's ``feed`` stream still sleeps: harmless, once per
+    run. Every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, asyncio.CancelledError)
+
+
 def _announce_dashboard(client: Any, config: AnyCluster) -> None:
-    if isinstance(config, LocalClusterConfig):
-        if config.dashboard:
-            print(f"Dask dashboard: {client.dashboard_link}")
+    if isinstance(config, LocalClusterConfig | SlurmClusterConfig):
+        if config.dashboard is not False:
+            link = _dashboard_link(client, config)
+            if importlib.util.find_spec("bokeh") is None:
+                link += " (its pages need bokeh: pip install 'dppca_dask[dashboard]')"
+            print(f"Dask dashboard: {link}")
         return
     with contextlib.suppress(Exception):  # informative only
         if "dashboard" in client.scheduler_info().get("services", {}):
             print(f"Dask dashboard (if the scheduler serves one): {client.dashboard_link}")
+
+
+def _dashboard_link(client: Any, config: LocalClusterConfig | SlurmClusterConfig) -> str:
+    """The dashboard's URL on the host it listens on (``client.dashboard_link`` names the
+    machine's address even when the server listens on 127.0.0.1 only)."""
+    host = split_host_port(config.http_address)[0]
+    port = client.scheduler_info().get("services", {}).get("dashboard")
+    if port is None or host in ("", "0.0.0.0", "::"):
+        return str(client.dashboard_link)
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/status"

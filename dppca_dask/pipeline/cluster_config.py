@@ -151,14 +151,64 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class LocalClusterConfig(_Cluster):
+class _Dashboard(_Cluster):
+    """The ``dashboard`` key of the kinds whose scheduler runs in the driver (local, slurm).
+
+    An address ``host:port`` where the scheduler's HTTP server listens (port 0: a free port,
+    printed with the run), or ``false`` for no dashboard (the health and JSON pages then stay
+    on a free port of 127.0.0.1). Default (and ``true``): ``127.0.0.1:0``. The pages have no
+    login: another host than loopback serves them to the network and the run warns
+    (:class:`~dppca_dask.errors.PrivacyWarning`). The pages need bokeh
+    (``pip install 'dppca_dask[dashboard]'``). The key ``dashboard_address`` of earlier
+    versions is read as ``dashboard``.
+    """
+
+    dashboard: Literal[False] | str = LOOPBACK_DASHBOARD
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_dashboard_address(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "dashboard_address" in data:
+            data = dict(data)
+            address = data.pop("dashboard_address")
+            if data.get("dashboard", True) is not False:
+                data["dashboard"] = address
+        return data
+
+    @field_validator("dashboard", mode="before")
+    @classmethod
+    def _valid_dashboard(cls, value: Any) -> Any:
+        if value is True:
+            return LOOPBACK_DASHBOARD
+        if isinstance(value, str):
+            split_host_port(value)
+            return value.strip()
+        if value is not False:
+            raise ValueError("must be an address host:port (port 0: a free port) or false")
+        return value
+
+    @property
+    def http_address(self) -> str:
+        """Where the scheduler's HTTP server listens (with or without the dashboard)."""
+        return self.dashboard if self.dashboard is not False else LOOPBACK_DASHBOARD
+
+    @property
+    def dashboard_is_loopback(self) -> bool:
+        return is_loopback(split_host_port(self.http_address)[0])
+
+    def _http_line(self, prefix: str) -> str:
+        what = (f"dashboard on {self.dashboard}" if self.dashboard is not False
+                else f"dashboard off (HTTP pages on {self.http_address})")
+        if not self.dashboard_is_loopback:
+            what += " -- NOT loopback: reachable from the network, without a login"
+        return f"  {prefix}{what}"
+
+
+class LocalClusterConfig(_Dashboard):
     """An embedded :class:`distributed.LocalCluster` (the default).
 
-    The scheduler and the workers listen on 127.0.0.1. ``dashboard_address`` is where the
-    scheduler's HTTP server listens: the dashboard when ``dashboard`` is true, and always its
-    health and JSON pages (task keys, worker names). Default: a free port on 127.0.0.1. These
-    pages have no login, so another host (e.g. ``0.0.0.0:8787``) serves them to the network and
-    the run warns (:class:`~dppca_dask.errors.PrivacyWarning`).
+    The scheduler and the workers listen on 127.0.0.1; ``dashboard`` (see :class:`_Dashboard`)
+    is where the scheduler's dashboard listens, by default a free port on 127.0.0.1.
     """
 
     kind: Literal["local"] = "local"
@@ -166,18 +216,6 @@ class LocalClusterConfig(_Cluster):
     threads_per_worker: PositiveInt = 1
     memory_limit: str | NonNegativeInt = "auto"
     processes: bool = True
-    dashboard: bool = False
-    dashboard_address: str = LOOPBACK_DASHBOARD
-
-    @field_validator("dashboard_address")
-    @classmethod
-    def _valid_dashboard_address(cls, value: str) -> str:
-        split_host_port(value)
-        return value.strip()
-
-    @property
-    def dashboard_is_loopback(self) -> bool:
-        return is_loopback(split_host_port(self.dashboard_address)[0])
 
     def describe(self) -> str:
         """
@@ -185,18 +223,16 @@ class LocalClusterConfig(_Cluster):
         --------
         >>> print(LocalClusterConfig(n_workers=2).describe())
         embedded LocalCluster: 2 worker(s) x 1 thread(s), memory_limit=auto, processes
-          scheduler and workers on 127.0.0.1; HTTP server (dashboard off) on 127.0.0.1:0
+          scheduler and workers on 127.0.0.1; dashboard on 127.0.0.1:0
+        >>> print(LocalClusterConfig(n_workers=2, dashboard=False).describe().splitlines()[1])
+          scheduler and workers on 127.0.0.1; dashboard off (HTTP pages on 127.0.0.1:0)
         """
         kind = "processes" if self.processes else "threads"
         where = "on 127.0.0.1" if self.processes else "in this process"
-        http = (f"  scheduler and workers {where}; HTTP server (dashboard "
-                f"{'on' if self.dashboard else 'off'}) on {self.dashboard_address}")
-        if not self.dashboard_is_loopback:
-            http += " -- NOT loopback: reachable from the network, without a login"
         return "\n".join([
             f"embedded LocalCluster: {self.n_workers or 'auto'} worker(s) x "
             f"{self.threads_per_worker} thread(s), memory_limit={self.memory_limit}, {kind}",
-            http, *self._retries()])
+            self._http_line(f"scheduler and workers {where}; "), *self._retries()])
 
 
 class TLSConfig(_Model):
@@ -272,12 +308,19 @@ class AdaptiveConfig(_Model):
         return self
 
 
-class SlurmClusterConfig(_Cluster):
+class SlurmClusterConfig(_Dashboard):
     """Workers in SLURM batch jobs, submitted by ``dask_jobqueue.SLURMCluster``.
 
     Unset keys fall back to dask-jobqueue's own configuration (``jobqueue.slurm`` in
     ``~/.config/dask/jobqueue.yaml``; see ``deploy/slurm/jobqueue.yaml``). ``n_jobs`` fixed jobs
     (default 1) or ``adaptive`` bounds; ``timeout`` bounds the wait for the first worker.
+    ``interface`` is the network interface the scheduler (in the driver) and the workers
+    advertise and listen on, e.g. ``ib0``; ``lo`` on a single node where only loopback traffic
+    may flow (the CI cluster of ``deploy/slurm/ci-cluster.sh``). Without it the scheduler
+    advertises the host's first non-loopback address. ``dashboard`` is the scheduler's dashboard
+    in the driver's process (see :class:`_Dashboard`; default a free port on 127.0.0.1).
+    Before any job is queued, the worker job script is checked with ``sbatch --test-only``: a
+    request the partition cannot satisfy is one error with sbatch's reason, at once.
     """
 
     kind: Literal["slurm"]
@@ -330,7 +373,7 @@ class SlurmClusterConfig(_Cluster):
             "  unset keys come from dask-jobqueue's config (jobqueue.slurm); the scheduler runs "
             "in this process and the workers must reach it",
             f"  wait for the first worker: up to {self.timeout} s",
-            _REACH, *self._retries()])
+            self._http_line("scheduler in the driver; "), _REACH, *self._retries()])
 
 
 _SLURM_KEYS = (
