@@ -18,6 +18,7 @@ from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.runner import execute, plan_run
 from dppca_dask.privacy.accounting import ledger_totals
+from dppca_dask.privacy.composition import compose
 from dppca_dask.privacy.plan import records_match
 from tests.helpers import figures_not_rendered
 
@@ -89,3 +90,8 @@ def test_plan__spend_equals_release_ledger_and_reservation(tmp_path, store, case
     assert (reservation.eps, reservation.delta) == (plan.spend.eps, plan.spend.delta)
     assert reservation.planned == tuple(r.as_dict() for r in plan.release.records)
     assert reservation.status == "released" and len(reservation.records) == len(result.ledger)
+    # the cap is checked on the tight figure: the reservation's planned records compose to the
+    # same tight epsilon as the released ones (every public field the composition uses is planned)
+    delta = 2 * plan.spend.delta if plan.spend.delta > 0 else 1e-6
+    assert compose(reservation.planned).tight_eps(delta) == pytest.approx(
+        compose(reservation.records).tight_eps(delta), rel=1e-12)

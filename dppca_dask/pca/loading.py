@@ -413,8 +413,8 @@ def loading_records(n: int, p: int, budget: BudgetPlan, *, calibration: str,
         p * (p + 1) // 2, spend, calibration)
     return (planned("loading", "gaussian_symmetric_matrix", spend.eps, spend.delta,
                     noise="gaussian", calibration=calibration, sensitivity=cal["sensitivity"],
-                    sensitivity_norm="frobenius", scale=cal["scale"],
-                    rho=cal["sensitivity"] ** 2 / (2.0 * cal["scale"] ** 2),
+                    sensitivity_norm="frobenius", scale=cal["scale"], grid=cal["grid"],
+                    draws=p * (p + 1) // 2, rho=cal["sensitivity"] ** 2 / (2.0 * cal["scale"] ** 2),
                     note="noisy spherical Kendall matrix"),)
 
 

@@ -357,7 +357,8 @@ def method_records(method: str, n: int, k: int, control: Control, budget: Privac
     if isinstance(control, ClippedControl):
         cal = gaussian_calibration(control.C_clip / (n - 1.0), 1, per, calibration)
         return [planned("scree", "gaussian", per.eps, per.delta, sensitivity=cal["sensitivity"],
-                        scale=cal["scale"], note="clipped: clipped mean", calibration=calibration,
+                        scale=cal["scale"], grid=cal["grid"], draws=1,
+                        note="clipped: clipped mean", calibration=calibration,
                         rho=cal["sensitivity"] ** 2 / (2.0 * cal["scale"] ** 2))
                 for _ in range(k)]
     if isinstance(control, PMWMControl):

@@ -7,7 +7,10 @@ counted elsewhere and are left out):
   (``gaussian``, ``gaussian_symmetric_matrix``, ``gaussian_histogram``) state
   ρ = Δ²/(2σ²) for the grid-inflated sensitivity Δ and the noise sd σ they actually used
   (Canonne, Kamath & Steinke 2020, Thm 14: exactly the continuous value for the discrete
-  Gaussian);
+  Gaussian); a ``gaussian``/``gaussian_symmetric_matrix`` record stating its draws counts
+  μ²/2 for the μ its (ε, δ, calibration) gives (:func:`~dppca_dask.privacy.gdp.release_mu`, at
+  most 1e-9 above the stated ρ), so a plan composes exactly as its release even where the data
+  calibrated the sensitivity;
 * **pure ε** (δ = 0, no stated ρ: ``laplace``, ``durfee_above_threshold``): ε-DP, hence
   ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4);
 * **zCDP only** (calibration ``"zcdp"``: ``gaussian_zcdp``, ``gaussian_zcdp_symmetric``,
@@ -274,6 +277,10 @@ def compose(records: Iterable[SpendRecord | dict[str, Any]]) -> Composition:
             continue
         rho = record_rho(r)
         release = lattice_gaussian(get)
+        if release is not None and not _is_zcdp(get):
+            # an (eps, delta) lattice Gaussian: the rho of its public mu (an upper bound on the
+            # stated one, equal in a plan and its release, whatever the data calibrated)
+            rho = release.mu ** 2 / 2.0
         if release is not None:
             lattice.append(release)
         elif _is_zcdp(get):

@@ -25,8 +25,8 @@ mechanisms unchanged) at x′. The hybrid is G_μ ⊗ (⊗ f_{ε_j, δ_j})-DP (f
 e^{a}(e^{ε0+ε_rest}·P^hyb_{x′}(A) + δ_G + δ_rest) + T and P^hyb_{x′}(A) ≤ e^{a+L}·P_{x′}(A) + T.
 The tails get T·e^{E} = δ·2^-30 for a bound E on ε0 + ε_rest that is checked afterwards.
 
-Only records whose public fields fix the release (mechanism, inflated sensitivity, sd, grid and
-number of draws) join the group; the grid-1 histograms do not (a is large at small s) and stay in
+Only lattice Gaussian records stating their number of draws join the group, with μ and a lower
+bound on the sd in grid units taken from public planning fields alone (:func:`lattice_gaussian`); the grid-1 histograms do not (a is large at small s) and stay in
 the rest, as does everything else. With a zCDP-only record outside the group this bound is not
 used (that record has no (ε, δ) statement to add).
 """
@@ -40,10 +40,18 @@ from typing import Any
 
 from scipy import optimize
 
-from dppca_dask.privacy.accounting import TAIL_BITS, gaussian_delta, lattice_terms
+from dppca_dask.privacy.accounting import (
+    CALIBRATIONS,
+    GRID_BITS,
+    TAIL_BITS,
+    analytic_gaussian_sigma,
+    gaussian_delta,
+    gaussian_sigma,
+    lattice_terms,
+)
 
 __all__ = ["LATTICE_GAUSSIANS", "LatticeGaussian", "composed_lattice_eps", "gdp_delta",
-           "gdp_eps", "lattice_gaussian"]
+           "gdp_eps", "lattice_gaussian", "release_mu"]
 
 LATTICE_GAUSSIANS = frozenset({"gaussian", "gaussian_symmetric_matrix", "gaussian_zcdp",
                                "gaussian_zcdp_symmetric"})
@@ -69,17 +77,48 @@ def _positive(value: Any) -> bool:
         and math.isfinite(value) and value > 0
 
 
+def release_mu(eps: float, delta: float, calibration: str | None) -> float:
+    """An upper bound on Δ/σ of every lattice Gaussian calibrated to (ε, δ) with
+    ``calibration``: the σ :func:`~dppca_dask.privacy.accounting.lattice_gaussian_sd` starts
+    from (per unit of the inflated sensitivity; it only grows from there). It depends on
+    (ε, δ, calibration) alone, so a plan and its release give the same μ."""
+    shaded = delta * (1.0 - 2.0 ** -20)
+    cal = calibration if calibration in CALIBRATIONS else "analytic"
+    sigma = gaussian_sigma(1.0, eps, shaded, cal)
+    if gaussian_delta(sigma, 1.0, eps) > shaded:
+        sigma = analytic_gaussian_sigma(1.0, eps, shaded)
+    return 1.0 / sigma * (1 + 1e-12)
+
+
 def lattice_gaussian(get: Any) -> LatticeGaussian | None:
-    """The release a record's getter describes, or None when it is not a fully stated lattice
-    Gaussian. The sd is shaded down by 1e-12 (the record's float sd may round the exact
-    rational sd up by an ulp)."""
+    """The release a record's getter describes, or None when it is not a lattice Gaussian with
+    its number of draws stated.
+
+    Only public planning fields are used (mechanism, ε, δ, calibration, ρ, draws), never the
+    sensitivity or sd a data-calibrated release found, so a plan composes exactly as its
+    release: μ is :func:`release_mu` (or √(2ρ) for a zCDP record, whose ρ is at least its
+    noise's), and the sd in grid units is bounded below by s ≥ 2^30·√d/μ (the grid has
+    γ√d ≤ 2^-30·Δ, :func:`~dppca_dask.privacy.accounting.public_grid`), which only makes the
+    lattice terms larger.
+    """
     if get("mechanism") not in LATTICE_GAUSSIANS or get("status") == "prior":
         return None
-    sens, scale, grid, draws = get("sensitivity"), get("scale"), get("grid"), get("draws")
-    if not (_positive(sens) and _positive(scale) and _positive(grid)) \
-            or not isinstance(draws, int) or isinstance(draws, bool) or draws < 1:
+    draws = get("draws")
+    if not isinstance(draws, int) or isinstance(draws, bool) or draws < 1:
         return None
-    return LatticeGaussian(s=scale / grid * (1.0 - 1e-12), D=sens / grid, dimension=draws)
+    if get("calibration") == "zcdp" or get("mechanism") in ("gaussian_zcdp",
+                                                              "gaussian_zcdp_symmetric"):
+        rho = get("rho")
+        if not _positive(rho):
+            return None
+        mu = math.sqrt(2.0 * rho) * (1 + 1e-12)
+    else:
+        eps, delta = get("eps"), get("delta")
+        if not (_positive(eps) and _positive(delta) and delta < 1):
+            return None
+        mu = release_mu(float(eps), float(delta), get("calibration"))
+    s = math.ldexp(math.sqrt(draws), GRID_BITS) / mu * (1.0 - 1e-12)
+    return LatticeGaussian(s=s, D=s * mu, dimension=draws)
 
 
 def gdp_delta(mu: float, eps: float) -> float:

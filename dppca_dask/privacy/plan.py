@@ -94,7 +94,8 @@ def records_match(plan: Plan, ledger: Sequence[SpendRecord], *, tol: float = 1e-
 
     The records are compared as multisets (stages that run side by side interleave their
     calls) on component, mechanism, status, ε, δ (and ρ under zCDP; to ``tol``, relative), and on
-    sensitivity and scale where the plan states them. The ledger records of the components in
+    sensitivity, scale, grid and number of draws where the plan states them (the Gaussian-DP
+    composition of the persistent ledger needs all four to count a lattice Gaussian). The ledger records of the components in
     ``plan.adaptive`` are summed into the one planned :data:`ADAPTIVE` record (component
     ``"rounds"``).
     """
@@ -128,11 +129,13 @@ def records_match(plan: Plan, ledger: Sequence[SpendRecord], *, tol: float = 1e-
             if not close(getattr(want, name), getattr(got, name)):
                 problems.append(f"{_key(want)}: planned {name} {getattr(want, name)!r}, "
                                 f"ledger {getattr(got, name)!r}")
-        for name in ("sensitivity", "scale"):
+        for name in ("sensitivity", "scale", "grid"):
             if getattr(want, name) is not None and not close(getattr(want, name),
                                                              getattr(got, name)):
                 problems.append(f"{_key(want)}: planned {name} {getattr(want, name)!r}, "
                                 f"ledger {getattr(got, name)!r}")
+        if want.draws and want.draws != got.draws:
+            problems.append(f"{_key(want)}: planned draws {want.draws!r}, ledger {got.draws!r}")
     return problems
 
 
