@@ -90,7 +90,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from dppca_dask._validation import bad_param, parse_choice, parse_int
 from dppca_dask.covariance.estimator import dp_covariance
-from dppca_dask.errors import BudgetError, ParameterError
+from dppca_dask.errors import BudgetError, InputError, ParameterError
 from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.pca.scree import dp_scree
 from dppca_dask.pca.scree_controls import resolve_controls
@@ -290,7 +290,10 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def transform(self, X: Any) -> Any:
         """Uncentred scores ``X @ components_.T`` (n × k): post-processing, not a release of X."""
         check_is_fitted(self, "components_")
-        if _out_of_core(X) and not isinstance(X, str | os.PathLike):
+        if isinstance(X, str | os.PathLike):
+            raise InputError(f"{type(self).__name__}.transform takes an array (a dask array for "
+                             f"data out of core), not a path. Got {str(X)!r}.")
+        if _out_of_core(X):
             arr = X.to_dask_array(lengths=True) if hasattr(X, "to_dask_array") else X
             if arr.ndim != 2 or arr.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has shape {arr.shape}, but {type(self).__name__} is "

@@ -22,6 +22,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from dppca_dask import (
     BudgetError,
     DuplicateObservationError,
+    InputError,
     ParameterError,
     clipped_control,
     dp_covariance,
@@ -194,3 +195,16 @@ def test_sklearn__dpcovariance_equals_dp_covariance():
     # the uncentred second moment of the clipped data, not the covariance about the mean
     second = clipped.T @ clipped / len(X)
     assert np.abs(est.covariance_ - second).max() < 0.5 * np.abs(np.cov(clipped.T) - second).max()
+
+
+def test_sklearn__a_zarr_path_is_fitted_out_of_core(tmp_path):
+    from dppca_dask.io.datasets import write_demo_dataset
+
+    store = write_demo_dataset(str(tmp_path / "gau.zarr"), n_per_group=20)
+    est = _pca(n_components=3, random_state=0).fit(store)
+    assert est.n_features_in_ == 20 and est.components_.shape == (3, 20)
+    assert not hasattr(est, "feature_names_in_")
+    with pytest.raises(ParameterError, match="'n_components' parameter of DPPCA"):
+        _pca(n_components=0).fit(store)
+    with pytest.raises(InputError, match="transform takes an array"):
+        est.transform(store)
