@@ -47,7 +47,10 @@ DPCovariance
 ------------
 ``fit`` runs :func:`~dppca_dask.dp_covariance`: ``covariance_`` is the private
 **second-moment** matrix XᵀX/n of ``X`` clipped to the public ``bounds`` (not centred: centre
-the data by public constants first). No ``location_`` is set (no private mean is released).
+the data by public constants first). ``location_`` is set only when a private mean is
+released -- PACE-GGM with ``mean="measure"``: the noisy column means of the clipped data
+(``covariance_`` stays the second moment; ``covariance_ - outer(location_, location_)`` is a
+centred estimate by post-processing).
 
 Skipped scikit-learn checks
 ---------------------------
@@ -335,6 +338,8 @@ class DPCovariance(BaseEstimator):
     ----------
     covariance_ : ndarray (n_features_in_, n_features_in_)
         The private XᵀX/n of the clipped data (uncentred).
+    location_ : ndarray (n_features_in_,)
+        Only with PACE-GGM's ``mean="measure"``: the private column means of the clipped data.
     n_features_in_, feature_names_in_
         p and the column names (DataFrame input only).
     result_ : CovarianceResult
@@ -382,6 +387,9 @@ class DPCovariance(BaseEstimator):
         result = dp_covariance(data, rho=self.rho, eps=self.eps, delta=self.delta,
                                bounds=self.bounds, rng=rng, **options)
         self.covariance_ = np.asarray(result.covariance.values, dtype=np.float64)
+        if "mean_measurement" in result.dataset:  # a private mean was released
+            self.location_ = np.asarray(result.dataset["mean_measurement"].values,
+                                        dtype=np.float64)
         if _out_of_core(X):
             self.n_features_in_ = int(self.covariance_.shape[0])
         self.result_ = result

@@ -208,3 +208,15 @@ def test_sklearn__a_zarr_path_is_fitted_out_of_core(tmp_path):
         _pca(n_components=0).fit(store)
     with pytest.raises(InputError, match="transform takes an array"):
         est.transform(store)
+
+
+def test_sklearn__dpcovariance_sets_location_only_when_a_private_mean_is_released():
+    from dppca_dask import pace_ggm_control
+
+    est = DPCovariance(rho=4.0, bounds=12.0, control=pace_ggm_control(mean="measure"),
+                       random_state=2).fit(X)
+    np.testing.assert_array_equal(est.location_,
+                                  est.result_.dataset["mean_measurement"].values)
+    assert est.result_.dataset["mean_measurement"].attrs["private"] == 1
+    np.testing.assert_allclose(est.location_, X.mean(axis=0), atol=1.0)
+    assert not hasattr(DPCovariance(rho=4.0, bounds=12.0, random_state=2).fit(X), "location_")
