@@ -349,3 +349,11 @@ def test_composition__validates_itself():
         compose([{"component": "c", "mechanism": "m", "eps": math.nan, "delta": 0.0}])
     with pytest.raises(ValueError, match="delta >= 0"):
         compose([]).tight_eps(math.nan)
+
+
+@pytest.mark.parametrize("eps", [1e-308, 1e-200, 1e7, 1e308])
+def test_zcdp_rho__extreme_eps_is_a_clear_error_at_once(eps):
+    """No hang (1e-308 used to loop forever) and no math domain error (1e308)."""
+    with pytest.raises(BudgetError, match="'eps' of a zCDP conversion"):
+        zcdp_rho(eps, 1e-5)
+    assert zcdp_rho(1e-100, 1e-5) > 0 and zcdp_rho(1e6, 1e-5) > 9e5

@@ -37,6 +37,7 @@ from dppca_dask.errors import BudgetError
 from dppca_dask.privacy.accounting import SpendRecord
 
 __all__ = [
+    "MAX_CONVERTED_EPS",
     "Odometer",
     "ZCDPPlan",
     "ledger_rho",
@@ -122,6 +123,10 @@ def zcdp_eps(rho: float, delta: float) -> float:
     return max(0.0, _cks_eps(rho, -math.log(delta), zcdp_order(rho, delta)))
 
 
+MAX_CONVERTED_EPS = 1e6
+"""The largest ε :func:`zcdp_rho` converts (ρ ≈ ε there: no meaningful privacy)."""
+
+
 def _loose_rho(eps: float, log_inv_delta: float) -> float:
     """The largest ρ with ρ + 2√(ρL) ≤ ε (Bun & Steinke): (√(L+ε) − √L)², cancellation-free."""
     return eps * eps / (math.sqrt(log_inv_delta + eps) + math.sqrt(log_inv_delta)) ** 2
@@ -144,7 +149,14 @@ def zcdp_rho(eps: float, delta: float) -> float:
     if not (eps > 0.0 and math.isfinite(eps)) or delta >= 1.0:
         raise ValueError(f"zcdp_rho needs a positive finite eps and delta < 1. "
                          f"Got eps = {eps!r}, delta = {delta!r}.")
+    if eps > MAX_CONVERTED_EPS:
+        raise BudgetError(f"The 'eps' of a zCDP conversion must be at most "
+                          f"{MAX_CONVERTED_EPS:g} (beyond it the release has no meaningful "
+                          f"privacy and rho overflows). Got eps = {eps!r} instead.")
     lo = _loose_rho(eps, -math.log(delta))
+    if not lo > 0.0:
+        raise BudgetError(f"The 'eps' of a zCDP conversion is so small that rho underflows to 0 "
+                          f"(no finite noise meets it); use eps >= 1e-150. Got eps = {eps!r}.")
     while lo > 0.0 and zcdp_eps(lo, delta) > eps:  # rounding of the closed form
         lo = math.nextafter(lo, 0.0)
     hi = 2.0 * lo
