@@ -119,6 +119,13 @@ class Result:
         """The release's figure (each result kind defines its own; post-processing only)."""
         raise NotImplementedError(f"{type(self).__name__} defines no plot()")
 
+    def _repr_html_(self) -> str:
+        """A compact HTML card for notebooks: kind, shape, budget and spend, the key table and
+        a private / NOT PRIVATE badge (:func:`dppca_dask.results.html.result_card`)."""
+        from dppca_dask.results.html import result_card
+
+        return result_card(self)
+
     def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the Dataset as a Zarr store (atomically; refuses to overwrite by default)."""
         return write_atomically(
