@@ -225,3 +225,15 @@ def test_compute__blas_single_threaded_inside_tasks(data):
     x = da.from_array(data, chunks=(50, 4))
     (threads,) = compute(x.map_blocks(blas_threads, chunks=(1,), drop_axis=1, dtype=int))
     assert set(threads.tolist()) == {1}
+
+
+def test_check_matrix_memory__refuses_before_any_data_is_read():
+    """3 rows x 10^6 columns used to end in numpy's 'Unable to allocate 7.28 TiB'."""
+    import dppca_dask as dp
+    from dppca_dask.graph.compute import MATRIX_COPIES, check_matrix_memory
+
+    check_matrix_memory(100, "x", available=MATRIX_COPIES * 8 * 100 * 100)  # fits exactly
+    with pytest.raises(InputError, match=r"1e\+06 x 1e\+06|1000000 x 1000000"):
+        check_matrix_memory(10 ** 6, "x", available=2 ** 34)
+    with pytest.raises(InputError, match="Use fewer columns"):
+        dp.dp_loading(np.zeros((3, 10 ** 6)), privacy=dp.privacy_control(eps=1.0, delta=1e-5))

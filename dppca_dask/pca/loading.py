@@ -29,6 +29,7 @@ from dppca_dask._validation import parse_bool, parse_choice, parse_int
 from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import (
     DEFAULT_PAIR_BLOCK,
+    check_matrix_memory,
     kendall_sum,
     moments,
     pair_groups,
@@ -352,6 +353,7 @@ def release_loading(
     sensitivity: str = "seed",
 ) -> Part[LoadingResult]:
     """The loading stage: its result and its spend record (handed over as objects)."""
+    check_matrix_memory(source.p, "The loading release (dp_loading / dp_pca)")
     budget = plan.spend("loading")
     bound = sensitivity
     sensitivity_value = kendall_sensitivity(source.n, pairs=pairs, pair_block=pair_block,
