@@ -1,12 +1,20 @@
 """The ``dppca-dask`` command line: a thin layer over :mod:`dppca_dask.pipeline.runner` and friends.
 
-Every error the package raises on purpose is printed as one line on stderr with exit status 1;
-anything unexpected is one line with status 2 (``--traceback`` shows the full trace).
+Exit status: 0 success; 1 a user or data error (every :class:`~dppca_dask.errors.DPPCAError`: a
+bad config, refused budget, unusable input), printed as one ``Error: ...`` line on stderr in
+config-key wording (:func:`cli_message`); 2 a usage error (unknown option, missing argument:
+click's own); 3 an internal error (a bug: one line, ``--traceback`` shows the trace); 130
+Ctrl-C; 143 SIGTERM. A closed output pipe (``dppca-dask inspect X | head -1``) ends the command
+quietly with status 0.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import math
+import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +28,59 @@ from dppca_dask.errors import DPPCAError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
+EXIT_USER_ERROR = 1
+EXIT_USAGE_ERROR = 2
+EXIT_INTERNAL_ERROR = 3
+
+_CONVERT_OPTIONS = {"fmt": "--format", "in_path": "SOURCE", "out_path": "TARGET",
+                    "chunk_rows": "--chunk-rows", "columns": "--columns",
+                    "group_column": "--group-column", "overwrite": "--overwrite"}
+_PARAM = re.compile(r"The '(\w+)' parameter of (\w+)")
+
+
+def cli_message(message: str, task: str | None = None) -> str:
+    """An error message in the command line's terms: options and config keys, not the
+    Python API's keyword arguments (``overwrite=True``, ``control=clipped_control(...)``).
+
+    ``task``: the run config's task, when known (names the section of a config key).
+
+    Examples
+    --------
+    >>> cli_message("Output 'o' already exists; pass overwrite=True to replace it.")
+    "Output 'o' already exists; use --overwrite to replace it."
+    >>> cli_message("The 'fmt' parameter of convert must be given.")
+    'The --format option of convert must be given.'
+    >>> cli_message("Missing required control parameter(s): 'C_clip'. "
+    ...             "Provide control=clipped_control(C_clip=...).", task="pca")
+    "Missing required control parameter(s): 'C_clip'. Set it in the config: pca.scree_control.clipped.C_clip (or --set pca.scree_control.clipped.C_clip=...)."
+    """
+    message = re.sub(r"pass overwrite=True(?: \(CLI: --overwrite\))?", "use --overwrite",
+                     message)
+
+    def control(match: re.Match[str]) -> str:
+        method, call = match.group(1), match.group(2)
+        names = [part.split("=")[0].strip() for part in call.split(",") if part.strip()]
+        section = {"pca": "pca.scree_control"}.get(task or "", "scree.controls")
+        keys = [f"{section}.{method}.{n}" for n in names]
+        it = "it" if len(keys) == 1 else "them"
+        return (f"Set {it} in the config: {', '.join(keys)} (or --set {keys[0]}=...).")
+
+    message = re.sub(r"Provide control=(\w+)_control\(([^)]*)\)\.", control, message)
+
+    def parameter(match: re.Match[str]) -> str:
+        name, function = match.group(1), match.group(2)
+        if function == "convert" and name in _CONVERT_OPTIONS:
+            option = _CONVERT_OPTIONS[name]
+            return (f"The {option} argument of convert" if option.isupper()
+                    else f"The {option} option of convert")
+        if task is not None and function.startswith("dp_"):
+            if name in ("eps", "delta"):
+                return f"The 'privacy.{name}' config key"
+            return f"The '{task}.{name}' config key"
+        return match.group(0)
+
+    return _PARAM.sub(parameter, message)
+
 
 def _handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
@@ -27,31 +88,61 @@ def _handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         ctx = click.get_current_context()
         show_trace = bool(ctx.find_root().params.get("traceback"))
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            return out
+        except BrokenPipeError:
+            _quiet_stdout()
+            sys.exit(0)
         except DPPCAError as exc:
             if show_trace:
                 raise
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(1)
+            click.echo(f"Error: {cli_message(str(exc), ctx.meta.get('dppca.task'))}", err=True)
+            sys.exit(EXIT_USER_ERROR)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(130)
         except Exception as exc:
             if show_trace:
                 raise
-            click.echo(
-                f"Error: unexpected {type(exc).__name__}: {exc} (rerun with --traceback)", err=True
-            )
-            sys.exit(2)
+            click.echo(f"Error: internal error {type(exc).__name__}: {exc} (a bug; rerun "
+                       "with --traceback and report it)", err=True)
+            sys.exit(EXIT_INTERNAL_ERROR)
 
     return wrapper
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe: point stdout at /dev/null so the exit's flush raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (e.g. a test runner's capture)
+        pass
 
 
 @click.group(context_settings=CONTEXT)
 @click.option("--traceback", is_flag=True, help="Show full tracebacks on errors.")
 @click.version_option(package_name="dppca_dask", prog_name="dppca-dask")
 def main(traceback: bool) -> None:
-    """Differentially private PCA summaries of large datasets with Dask."""
+    """Differentially private PCA summaries of large datasets with Dask.
+
+    \b
+    Exit status:
+      0  success
+      1  user or data error (bad config or input, refused budget): one "Error:" line
+      2  usage error (unknown option, missing argument)
+      3  internal error (a bug; --traceback shows where)
+      130 / 143  interrupted by Ctrl-C / SIGTERM
+    A closed output pipe (e.g. `| head -1`) ends a command quietly with status 0.
+
+    \b
+    Run-config settings (run, plan), lowest precedence first:
+      the CONFIG file < environment DPPCA_RUN__<KEY>__<SUBKEY>=value
+      < --set key.path=value (repeatable)
+    e.g. DPPCA_RUN__PRIVACY__EPS=0.5 or --set privacy.eps=0.5; values are YAML.
+    The deployment's DPPCA_LEDGER__* settings (Dask config dppca.ledger) are separate.
+    """
     import warnings
 
     warnings.formatwarning = _format_warning
@@ -62,26 +153,63 @@ def _format_warning(message: Warning | str, category: type[Warning], *args: Any,
     return f"Warning: {message}\n"
 
 
+_SET_OPTION = click.option(
+    "--set", "settings", multiple=True, metavar="KEY.PATH=VALUE",
+    help="Override a config key (repeatable; the value is YAML, e.g. --set privacy.eps=0.5). "
+         "Precedence: CONFIG < DPPCA_RUN__KEY__PATH environment variables < --set.")
+
+
+def _load(config: str, settings: tuple[str, ...], strict: bool) -> Any:
+    """The run config with environment and ``--set`` overrides, ``--strict`` applied; notes the
+    task for :func:`cli_message`."""
+    from dppca_dask.pipeline.config import load_config
+
+    cfg = _strict(load_config(config, overrides=settings), strict)
+    click.get_current_context().meta["dppca.task"] = cfg.task
+    return cfg
+
+
+def _pass_line(record: Any) -> None:
+    """One line per data pass on stderr (logs: no progress bar)."""
+    click.echo(f"Pass {record.index}: {', '.join(record.outputs)} ({record.tasks} tasks, "
+               f"{record.seconds:.1f} s)", err=True)
+
+
+def _progress(quiet: bool) -> tuple[bool, Callable[[Any], None] | None]:
+    """The progress bar only on a terminal; one line per pass otherwise; nothing with -q."""
+    if quiet:
+        return False, None
+    terminal = sys.stderr.isatty() and sys.stdout.isatty()
+    return (True, None) if terminal else (False, _pass_line)
+
+
 @main.command()
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress and no summary: only the final "
+              "'Wrote ...' line (and warnings/errors on stderr).")
 @click.option("--strict", is_flag=True, help="Refuse settings outside their guarantee "
               "(classical calibration at eps >= 1, delta >= 1/n) instead of warning.")
+@_SET_OPTION
 @_handle_errors
-def run(config: str, overwrite: bool, quiet: bool, strict: bool) -> None:
-    """Run the release described by CONFIG and write its outputs."""
-    from dppca_dask.pipeline.config import load_config
+def run(config: str, overwrite: bool, quiet: bool, strict: bool, settings: tuple[str, ...]) -> None:
+    """Run the release described by CONFIG and write its outputs.
+
+    A progress bar is shown on a terminal; in logs (stderr not a terminal) one line per data
+    pass instead.
+    """
     from dppca_dask.pipeline.runner import execute
 
-    cfg = _strict(load_config(config), strict)
+    cfg = _load(config, settings, strict)
+    bar, on_pass = _progress(quiet)
     with _stops_cleanly():
-        outcome = execute(cfg, progress=not quiet, overwrite=overwrite or None,
-                          on_warning=_warn_line)
+        outcome = execute(cfg, progress=bar, overwrite=overwrite or None,
+                          on_warning=_warn_line, on_pass=on_pass)
     if not quiet:
         click.echo(repr(outcome.result.summary()))
-        click.echo(f"\nWrote {outcome.directory}/: "
-                   + ", ".join(Path(f).name for f in outcome.files))
+        click.echo("")
+    click.echo(f"Wrote {outcome.directory}/: " + ", ".join(Path(f).name for f in outcome.files))
+    if not quiet:
         _echo_report(Path(outcome.directory))
         _echo_timings(outcome)
 
@@ -132,19 +260,18 @@ def _echo_report(directory: Path) -> None:
               "of warning.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the plan as JSON: planned spend records, total, passes.")
+@_SET_OPTION
 @_handle_errors
-def plan(config: str, as_json: bool, strict: bool) -> None:
-    """Show the resolved config, budget plan and work size of CONFIG; reads no data values.
+def plan(config: str, as_json: bool, strict: bool, settings: tuple[str, ...]) -> None:
+    """Show the resolved config of the run's task, budget plan and work size of CONFIG; reads
+    metadata only (shape, names, that input.group exists), no data values.
 
     With --json: the release's planned spend records, their total and the data passes as JSON
     (keys records, total, passes, ...); the total is what the run reserves and spends.
     """
-    import json
-
-    from dppca_dask.pipeline.config import load_config
     from dppca_dask.pipeline.runner import plan_run
 
-    planned = plan_run(_strict(load_config(config), strict))
+    planned = plan_run(_load(config, settings, strict))
     for message in planned.guarantees:
         _warn_line(message)
     click.echo(json.dumps(planned.as_dict(), indent=2) if as_json else planned.render())
@@ -160,22 +287,82 @@ def plan(config: str, as_json: bool, strict: bool) -> None:
 @click.option("--columns", default=None, help="Comma-separated columns to keep.")
 @click.option("--group-column", default=None, help="A label column stored as the 'group' variable.")
 @click.option("--overwrite", is_flag=True, help="Replace TARGET if it exists.")
+@click.option("--check-duplicates", is_flag=True,
+              help="Report rows whose values repeat an earlier row (the Kendall tasks refuse "
+                   "them; covariance does not mind). Not private: row numbers only.")
+@click.option("--drop-duplicates", is_flag=True,
+              help="Leave out rows whose values repeat an earlier row (the first stays).")
 @_handle_errors
 def convert(source: str, target: str, fmt: str | None, chunk_rows: int | None,
-            columns: str | None, group_column: str | None, overwrite: bool) -> None:
-    """Convert a CSV, Parquet or .npy file SOURCE into a Zarr store TARGET."""
+            columns: str | None, group_column: str | None, overwrite: bool,
+            check_duplicates: bool, drop_duplicates: bool) -> None:
+    """Convert a CSV, Parquet or .npy file SOURCE into a Zarr store TARGET.
+
+    Duplicate rows (equal values in every feature column) are compared exactly; with
+    --check-duplicates they are reported (one line on stderr: their count and first row numbers,
+    counted from 0 without the header) and kept; --drop-duplicates leaves them out.
+    """
+    from dppca_dask.io.convert import DuplicateMode
     from dppca_dask.io.convert import convert as do_convert
+    from dppca_dask.io.duplicates import Duplicates
 
     cols = [c.strip() for c in columns.split(",")] if columns else None
+    found: list[Duplicates] = []
+    mode: DuplicateMode = "drop" if drop_duplicates else "check" if check_duplicates else "keep"
     out = do_convert(source, target, fmt=fmt, chunk_rows=chunk_rows, columns=cols,
-                     group_column=group_column, overwrite=overwrite)
+                     group_column=group_column, overwrite=overwrite, duplicates=mode,
+                     on_duplicates=found.append)
+    for item in found:
+        if item.count == 0:
+            click.echo("No duplicate rows.", err=True)
+        elif drop_duplicates:
+            click.echo(f"Dropped {item.describe()}.", err=True)
+        else:
+            click.echo(f"Warning: {item.describe()}; the Kendall tasks (loading, scree, score, "
+                       "pca) refuse duplicate rows: convert with --drop-duplicates to leave "
+                       "them out.", err=True)
     click.echo(f"Wrote {out}")
+
+
+def _json_ready(value: Any) -> Any:
+    """``value`` with non-finite floats as strings ("inf", "nan"): strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_ready(v) for v in value]
+    return value
+
+
+def _describe_result(result: Any, path: Path, report: Path | None) -> dict[str, Any]:
+    """``inspect --json``: the kind, the store's variables (dims, shape, private flag; a result
+    of several parts, as dp_pca's, names them ``part/variable``), the release's metadata
+    (budgets, ledger, provenance) and the summary text."""
+    nodes = ([(node.path.strip("/"), node.to_dataset()) for node in result.to_tree().subtree]
+             if hasattr(result, "to_tree") else [("", result.dataset)])
+    variables: dict[str, Any] = {}
+    dims: dict[str, int] = {}
+    for prefix, ds in nodes:
+        dims.update({str(k): int(v) for k, v in ds.sizes.items()})
+        for name, var in ds.variables.items():
+            key = f"{prefix}/{name}" if prefix else str(name)
+            variables[key] = {"dims": [str(d) for d in var.dims],
+                              "shape": [int(n) for n in var.shape],
+                              "private": bool(var.attrs.get("private", 0))}
+    return _json_ready({
+        "path": str(path), "kind": result.kind, "dims": dims, "variables": variables,
+        "metadata": result.metadata, "summary": repr(result.summary()),
+        "report": None if report is None else str(report)})
 
 
 @main.command()
 @click.argument("output", type=click.Path(exists=False))
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: kind, path, dims, variables (dims, shape, private), metadata "
+                   "(budgets, ledger, provenance) and the summary text.")
 @_handle_errors
-def inspect(output: str) -> None:
+def inspect(output: str, as_json: bool) -> None:
     """Print the summary of a written result (a .zarr store or .nc file, or a run directory).
 
     Works for every result kind (loading, scree, score, pca, ...); a part of a dp_pca store can
@@ -191,6 +378,11 @@ def inspect(output: str) -> None:
             raise DPPCAError(f"No result store (.zarr or .nc) found in {output!r}.")
         run_directory, path = path, stores[0]
     result = load_result(path)
+    if as_json:
+        report = (run_directory or path.parent) / "report.html"
+        data = _describe_result(result, path, report if report.exists() else None)
+        click.echo(json.dumps(data, indent=2, allow_nan=False))
+        return
     click.echo(repr(result))
     click.echo("")
     click.echo(repr(result.summary()))
@@ -396,17 +588,30 @@ def budget_import(old: str, ledger_path: str | None) -> None:
     click.echo(import_old(old, ledger_path))
 
 
+_VERSIONED = ("dppca_dask", "numpy", "scipy", "dask", "distributed", "zarr", "xarray", "pandas",
+              "pyarrow", "h5netcdf", "fsspec", "numba", "pydantic", "click", "matplotlib")
+
+
 @main.command()
-def versions() -> None:
-    """Print the versions of dppca_dask and its main dependencies."""
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: {package: version or null}, with python.")
+@_handle_errors
+def versions(as_json: bool) -> None:
+    """Print the versions of dppca_dask and its main dependencies (and Python's)."""
+    import platform
     from importlib import metadata
 
-    for name in ("dppca_dask", "numpy", "scipy", "dask", "distributed", "zarr", "xarray",
-                 "numba", "pydantic"):
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in _VERSIONED:
         try:
-            click.echo(f"{name}: {metadata.version(name)}")
+            found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            click.echo(f"{name}: not installed")
+            found[name] = None
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+        return
+    for name, version in found.items():
+        click.echo(f"{name}: {version or 'not installed'}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,7 +11,7 @@ the number of reads of the input. Nothing here sees data values.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -87,8 +87,12 @@ def _graph_names(obj: Any) -> set[str]:
 
 
 @contextmanager
-def record_passes() -> Iterator[list[PassRecord]]:
+def record_passes(on_pass: Callable[[PassRecord], None] | None = None
+                  ) -> Iterator[list[PassRecord]]:
     """Record every :func:`~dppca_dask.graph.compute.compute` call made inside the block.
+
+    ``on_pass`` is called with each record as soon as its computation ends (the CLI's one line
+    per pass when no progress bar is shown).
 
     Examples
     --------
@@ -113,6 +117,8 @@ def record_passes() -> Iterator[list[PassRecord]]:
             with graph.use_compute(None):  # type: ignore[arg-type]  # the default path
                 out = graph.compute(*objs)
         log.append(PassRecord(len(log) + 1, outputs, tasks, time.perf_counter() - start))
+        if on_pass is not None:
+            on_pass(log[-1])
         return out
 
     with graph.use_compute(timed):

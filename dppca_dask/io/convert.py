@@ -26,8 +26,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -36,6 +37,7 @@ import xarray as xr
 from dppca_dask._validation import parse_bool, parse_choice, parse_int
 from dppca_dask.errors import DPPCAError, InputError, OutputExistsError, ParameterError
 from dppca_dask.io.data import ColumnSpec, column_labels, default_chunk_rows, frame_columns
+from dppca_dask.io.duplicates import Duplicates, RowIndex
 from dppca_dask.io.identity import DATASET_ID_ATTR, check_output_location, stamp_dataset_id
 from dppca_dask.io.tables import open_table
 
@@ -147,13 +149,46 @@ def _is_zarr_store(path: str) -> bool:
     return any(os.path.exists(os.path.join(path, f)) for f in ("zarr.json", ".zgroup", ".zarray"))
 
 
+DuplicateMode = Literal["keep", "check", "drop"]
+
+
+def _deduplicated(frames: Iterable[pd.DataFrame], columns: ColumnSpec, group_column: str | None,
+                  source: str, owner: str, mode: DuplicateMode,
+                  on_duplicates: Callable[[Duplicates], None] | None) -> Iterator[pd.DataFrame]:
+    """``frames`` with rows whose features repeat an earlier row's dropped (``"drop"``) or only
+    counted (``"check"``); ``on_duplicates`` receives the count and first rows at the end."""
+    index = RowIndex()
+    pos: list[int] | None = None
+    offset = 0
+    for frame in frames:
+        if pos is None:
+            with warnings.catch_warnings():  # _write_blocks warns about dropped columns
+                warnings.simplefilter("ignore")
+                pos, _ = frame_columns(frame, columns, group_column, owner, source)
+        try:
+            values = frame.iloc[:, pos].to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            yield frame  # _write_blocks reports the non-numeric values
+            return
+        repeated = index.add(values, offset)
+        offset += len(frame)
+        yield frame.iloc[~repeated] if mode == "drop" and repeated.any() else frame
+    if on_duplicates is not None:
+        on_duplicates(index.result())
+
+
 def write_frames(frames: Iterable[pd.DataFrame], out_path: str | os.PathLike, *, rows: int,
                  columns: ColumnSpec = None, group_column: str | None = None,
-                 overwrite: bool = False, source: str = "X", owner: str = "convert") -> str:
+                 overwrite: bool = False, source: str = "X", owner: str = "convert",
+                 duplicates: DuplicateMode = "keep",
+                 on_duplicates: Callable[[Duplicates], None] | None = None) -> str:
     """Append data-frame blocks to a new Zarr store in the layout of this module.
 
     The first block decides which columns are features (numeric ones, or those in ``columns``).
-    ``rows`` is the chunk length; blocks are regrouped to it. Returns ``out_path`` as a string.
+    ``rows`` is the chunk length; blocks are regrouped to it. ``duplicates``: ``"keep"`` every
+    row, ``"check"`` (find rows whose features repeat an earlier row's; ``on_duplicates`` gets
+    the :class:`~dppca_dask.io.duplicates.Duplicates`) or ``"drop"`` them (the first occurrence
+    stays). Returns ``out_path`` as a string.
 
     Examples
     --------
@@ -182,6 +217,9 @@ def write_frames(frames: Iterable[pd.DataFrame], out_path: str | os.PathLike, *,
     previous = _existing_id(out) if os.path.lexists(out) else None
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp", dir=parent)
     try:
+        if duplicates != "keep":
+            frames = _deduplicated(frames, columns, group_column, source, owner, duplicates,
+                                   on_duplicates)
         _write_blocks(_rebatch(frames, rows), tmp, columns, group_column, source, owner)
         stamp_dataset_id(tmp, "X", dataset_id=previous)
         if os.path.lexists(out):
@@ -254,7 +292,9 @@ def _write_blocks(blocks: Iterable[pd.DataFrame], store: str, columns: ColumnSpe
 
 def convert(in_path: str | os.PathLike, out_path: str | os.PathLike, *, fmt: str | None = None,
             chunk_rows: int | None = None, columns: ColumnSpec = None,
-            group_column: str | None = None, overwrite: bool = False) -> str:
+            group_column: str | None = None, overwrite: bool = False,
+            duplicates: DuplicateMode = "keep",
+            on_duplicates: Callable[[Duplicates], None] | None = None) -> str:
     """Convert a CSV, Parquet or ``.npy`` file to a Zarr group the estimators read lazily.
 
     Parameters
@@ -274,6 +314,13 @@ def convert(in_path: str | os.PathLike, out_path: str | os.PathLike, *, fmt: str
         Column holding group labels, written as the ``group`` variable and left out of ``X``.
     overwrite
         Replace an existing Zarr store at ``out_path``.
+    duplicates
+        ``"keep"`` (default) every row; ``"check"``: find the rows whose features repeat an
+        earlier row's (exact float64 equality) and pass the
+        :class:`~dppca_dask.io.duplicates.Duplicates` to ``on_duplicates``; ``"drop"``: also
+        leave them out (the first occurrence stays). Not private: for the data custodian.
+    on_duplicates
+        Called once at the end with the duplicates found (``"check"``/``"drop"``).
 
     Returns
     -------
@@ -310,6 +357,9 @@ def convert(in_path: str | os.PathLike, out_path: str | os.PathLike, *, fmt: str
         raise InputError(f"Input {src!r} could not be read as {kind} "
                          f"({type(exc).__name__}: {exc}).") from None
     rows = default_chunk_rows(2**62, p) if chunk_rows is None else chunk_rows
+    mode = cast("DuplicateMode", parse_choice(duplicates, "duplicates", "convert",
+                                              ("keep", "check", "drop")))
     frames = _guarded(_frames(src, kind, rows), src, kind)
     return write_frames(frames, out_path, rows=rows, columns=columns, group_column=group_column,
-                        overwrite=overwrite, source=src)
+                        overwrite=overwrite, source=src, duplicates=mode,
+                        on_duplicates=on_duplicates)

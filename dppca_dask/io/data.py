@@ -434,6 +434,23 @@ def _group_labels(group: Any, parts: _Parts, n: int, owner: str) -> np.ndarray:
     return column_labels(raw.data if isinstance(raw, xr.DataArray) else raw, n, owner)
 
 
+def check_group_name(group: str, parts: _Parts) -> None:
+    """Refuse a ``group`` name the input does not hold (metadata only: no labels are read)."""
+    if parts.table is not None:
+        names = [str(c) for c in parts.table.meta.columns]
+    elif parts.frame is not None:
+        names = [str(c) for c in parts.frame.columns]
+    else:
+        names = [str(v) for v in (parts.dataset.variables if parts.dataset is not None else ())]
+        names += [str(c) for c in (parts.dataarray.coords if parts.dataarray is not None else ())]
+        if parts.array is not None:
+            names = [n for n in names if n != parts.array]
+    if group not in names:
+        where = f"{parts.path!r}" if parts.path else "X"
+        has = f"; it holds {_quote(sorted(set(names)))}" if names else ""
+        raise InputError(f"The group variable {group!r} was not found in {where}{has}.")
+
+
 def as_data(X: Any, *, owner: str = "dp_loading", columns: ColumnSpec = None,
             array: str | None = None, storage_options: dict | None = None, min_rows: int = 2,
             min_cols: int = 1, chunk_rows: int | None = None, group: Any = None) -> DataSource:
@@ -512,7 +529,8 @@ def describe_source(X: Any, *, owner: str = "dp_loading", columns: ColumnSpec = 
     """Shape, dtype, chunks and names of ``X`` from metadata only; no values of ``X`` are read.
 
     Parameters are those of :func:`as_data`; a data-frame column named by ``group`` is left out
-    of the variables, but no labels are read. Zarr coordinates (the variable names) are small and
+    of the variables, but no labels are read (a ``group`` name the input lacks is an
+    :class:`InputError`). Zarr coordinates (the variable names) are small and
     are read; data chunks are not. The row and column minimums are not checked here.
 
     Examples
@@ -523,6 +541,8 @@ def describe_source(X: Any, *, owner: str = "dp_loading", columns: ColumnSpec = 
     (4, 3, 'float32', ((4,), (3,)), 96)
     """
     parts = _resolve(X, owner, array, storage_options, columns, group)
+    if isinstance(group, str):
+        check_group_name(group, parts)
     n, p = (int(s) for s in parts.values.shape)
     if isinstance(parts.values, np.ndarray):
         rows = default_chunk_rows(n, p)

@@ -365,6 +365,7 @@ an internal type name, not a config key; :func:`_describe` leaves it out."""
 _TYPE_ERRORS = frozenset({"float_type", "float_parsing", "int_type", "int_parsing", "list_type",
                           "dict_type", "string_type", "bool_type", "bool_parsing", "model_type",
                           "none_required", "model_attributes_type"})
+_CLUSTER_KINDS = frozenset({"local", "address", "slurm", "kubernetes"})
 _PARAMETER = re.compile(r"^The '(\w+)' parameter of (\w+) (must .*)$", re.DOTALL)
 
 
@@ -384,6 +385,8 @@ def _describe(exc: ValidationError) -> str:
     grouped: dict[str, list[Any]] = {}
     for err in exc.errors():
         parts = [str(p) for p in err["loc"] if not (isinstance(p, str) and _UNION_TAG.search(p))]
+        if len(parts) > 1 and parts[0] == "cluster" and parts[1] in _CLUSTER_KINDS:
+            del parts[1]  # the union's tag (cluster.kind), not a key
         grouped.setdefault(".".join(parts) or "<root>", []).append(err)
     # a union member that matched the value's type says more than the members that did not
     specific = {k for k, errs in grouped.items() if any(e["type"] not in _TYPE_ERRORS

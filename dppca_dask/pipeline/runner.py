@@ -41,9 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask.errors import BudgetError, ConfigError, OutputExistsError, PrivacyWarning
+from dppca_dask.errors import (
+    BudgetError,
+    ConfigError,
+    DuplicateObservationError,
+    OutputExistsError,
+    PrivacyWarning,
+)
 from dppca_dask.graph.passlog import PassRecord, record_passes
 from dppca_dask.io.data import SourceInfo, as_data, describe_source
+from dppca_dask.io.duplicates import describe_duplicates, find_duplicates
 from dppca_dask.io.identity import check_output_location, resolve_dataset
 from dppca_dask.pipeline.budget_cap import Cap
 from dppca_dask.pipeline.cluster import connect, describe_cluster
@@ -170,7 +177,7 @@ class RunPlan:
         where = src.path or src.origin
         lines = [
             "Resolved config (an rng seed, if given, is never shown or recorded):",
-            *("  " + line for line in dump_config(cfg).splitlines()[1:]),
+            *("  " + line for line in dump_config(cfg, task_only=True).splitlines()[1:]),
             "",
             f"Privacy budget plan for {self.budget.owner} ({split}):",
             f"  total: eps = {format_r_scalar(total.eps)} ; delta = {format_r_scalar(total.delta)}",
@@ -359,11 +366,17 @@ def _ledger_reservation(
 def execute(
     config: RunConfig, *, progress: bool = True, overwrite: bool | None = None,
     on_warning: Callable[[str], None] | None = None,
+    on_pass: Callable[[PassRecord], None] | None = None,
 ) -> RunOutcome:
     """Run ``config`` end to end and write its outputs; see the module docstring for the order.
 
-    ``on_warning`` receives the plan's guarantee warnings before any data is read (the CLI
-    prints them); without it they are :class:`~dppca_dask.errors.PrivacyWarning` warnings.
+    ``progress``: the cluster's progress bar (a terminal's); ``on_pass`` receives each data
+    pass's :class:`~dppca_dask.graph.passlog.PassRecord` when it ends (the CLI's one line per
+    pass in logs). ``on_warning`` receives the plan's guarantee warnings before any data is read
+    (the CLI prints them); without it they are :class:`~dppca_dask.errors.PrivacyWarning`
+    warnings. Duplicate observations met by a Kendall pass are one
+    :class:`~dppca_dask.errors.DuplicateObservationError` naming how many rows and the first
+    ones (:mod:`dppca_dask.io.duplicates`: a second, non-private pass, only after the failure).
     """
     config = apply_deployment(config)
     overwrite = config.output.overwrite if overwrite is None else overwrite
@@ -386,8 +399,13 @@ def execute(
             timings["cluster_start"] = time.perf_counter() - start
             source = as_data(config.input.path, **_source_kwargs(config))
             begin = time.perf_counter()
-            with record_passes() as log:
-                result = spec.fit(config, source, plan.budget, state)
+            try:
+                with record_passes(on_pass) as log:
+                    result = spec.fit(config, source, plan.budget, state)
+            except DuplicateObservationError:
+                found = find_duplicates(source.array)
+                raise DuplicateObservationError(
+                    describe_duplicates(found, spent=tracker.drawn)) from None
             timings["fit"] = time.perf_counter() - begin
         entry["records"] = [r.as_dict() for r in result.ledger]
         summary = f"{result!r}\n\n{result.summary()!r}"
