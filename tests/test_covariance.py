@@ -314,8 +314,9 @@ def test_dp_covariance__bad_bounds(bounds):
 
 
 def test_dp_covariance__bounds_are_required():
-    with pytest.raises(TypeError, match="bounds"):
-        dp_covariance(np.zeros((5, 3)), rho=1.0)  # type: ignore[call-arg]
+    # box clipping (the default) needs public bounds; row clipping a radius (test_row_clip.py)
+    with pytest.raises(ParameterError, match="'bounds' parameter of dp_covariance.*required"):
+        dp_covariance(np.zeros((5, 3)), rho=1.0)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
@@ -417,7 +418,7 @@ def _run_config(tmp_path, data, **covariance):
     cfg = {
         "input": {"path": str(data), "array": "X"},
         "task": "covariance",
-        "privacy": {"eps": 1e9, "delta": 1e-5},
+        "privacy": {"eps": 1e6, "delta": 1e-5},
         "covariance": {"bounds": 4.0, **covariance},
         "cluster": {"kind": "local", "n_workers": 1, "processes": False},
         "output": {"directory": str(tmp_path / "out"), "formats": ["zarr"]},
@@ -446,7 +447,7 @@ def test_cli_covariance__plan_and_run(tmp_path, zarr_input):
     assert isinstance(back, CovarianceResult)
     clipped = np.clip(x, -4.0, 4.0)
     np.testing.assert_allclose(back.covariance.values, clipped.T @ clipped / 240, atol=1e-3)
-    assert back.metadata["privacy"]["eps"] == 1e9
+    assert back.metadata["privacy"]["eps"] == 1e6
     assert "DP Covariance Summary" in (tmp_path / "out" / "summary.txt").read_text()
     inspected = runner.invoke(main, ["inspect", str(tmp_path / "out")])
     assert inspected.exit_code == 0 and "Differentially Private Covariance (SSP)" in inspected.output

@@ -25,6 +25,13 @@ Methods:
 * ``"diagonal"`` -- all of ρ on the d diagonal entries, off-diagonal entries 0.
 
 Noisy variances are clipped to the public range [0, B_j²] in every method (post-processing).
+
+Clipping (``clip``): ``"box"`` (default) clips each value to [−B_j, B_j] as above; ``"row"``
+(Analyze-Gauss; Dwork, Talwar, Thakurta & Zhang 2014) scales each row to L2 norm at most a public
+radius R (:func:`~dppca_dask.kernels.gram.row_clipped_gram`) and works in the normalised units
+x̃ = x/R (‖x̃‖ ≤ 1): the whole matrix then has Frobenius sensitivity √2/n (raw √2·R²/n instead of
+√2·d·B²/n), the diagonal vector √2/n, one off-diagonal entry 1/n, the mean vector 2/n
+(docs/design/covariance_sensitivity.md, "Row clipping"). Every method accepts either clipping.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from dppca_dask._typing import BoundsLike, CovarianceMethod, DataLike, RngLike
+from dppca_dask._typing import BoundsLike, CovarianceClip, CovarianceMethod, DataLike, RngLike
 from dppca_dask._validation import bad_param, parse_bool, parse_choice
 from dppca_dask.covariance.maxent import psd_project
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, as_control, initial_shares, run_pace_ggm
@@ -45,7 +52,7 @@ from dppca_dask.errors import ParameterError
 from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
-from dppca_dask.kernels.gram import clipped_gram
+from dppca_dask.kernels.gram import clipped_gram, row_clipped_gram
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.mechanisms import gaussian_zcdp, gaussian_zcdp_symmetric
@@ -55,6 +62,7 @@ from dppca_dask.results.covariance import CovarianceResult, build_covariance_res
 from dppca_dask.rng import as_rng
 
 __all__ = [
+    "CLIPS",
     "METHODS",
     "plan_covariance",
     "CovarianceEstimate",
@@ -63,10 +71,12 @@ __all__ = [
     "covariance_sensitivities",
     "dp_covariance",
     "parse_bounds",
+    "parse_clip",
     "release_covariance",
 ]
 
 METHODS: tuple[str, ...] = ("pace_ggm", "ssp", "diagonal")
+CLIPS: tuple[str, ...] = ("box", "row")
 _OWNER = "dp_covariance"
 
 
@@ -113,38 +123,83 @@ class CovarianceSensitivities:
     ``entry`` is the d×d matrix of single-entry sensitivities in raw units (2·B_j·B_k/n off the
     diagonal, B_j²/n on it); ``diagonal`` and ``frobenius`` are the L2 sensitivity of the
     normalised diagonal vector (√d/n) and the Frobenius sensitivity of the normalised matrix
-    (√2·d/n); ``frobenius_raw`` is √2·Σ_j B_j²/n, the raw-units bound (√2·d·B²/n for scalar B).
+    (√2·d/n); ``frobenius_raw`` is √2·Σ_j B_j²/n, the raw-units bound (√2·d·B²/n for scalar B);
+    ``offdiagonal`` and ``mean``: one normalised off-diagonal entry (2/n) and the normalised
+    mean vector (2√d/n). With ``clip="row"`` (radius R, normalised x̃ = x/R): entry R²/n
+    everywhere, diagonal √2/n, frobenius √2/n, frobenius_raw √2·R²/n, offdiagonal 1/n, mean 2/n.
     """
 
     entry: np.ndarray
     diagonal: float
     frobenius: float
     frobenius_raw: float
+    offdiagonal: float
+    mean: float
+    clip: str = "box"
 
 
-def covariance_sensitivities(bounds: Any, n: int) -> CovarianceSensitivities:
-    """Sensitivities of Σ(X) = XᵀX/n of clipped data (docs/spec/SPEC_covariance.md §2).
+def covariance_sensitivities(bounds: Any, n: int, clip: str = "box") -> CovarianceSensitivities:
+    """Sensitivities of Σ(X) = XᵀX/n of clipped data (docs/spec/SPEC_covariance.md §2;
+    row clipping: docs/design/covariance_sensitivity.md). With ``clip="row"``, ``bounds`` is
+    the radius R (a scalar, or d copies of it).
 
     Examples
     --------
     >>> s = covariance_sensitivities(np.array([1.0, 2.0]), 100)
     >>> s.entry.tolist(), s.diagonal == math.sqrt(2) / 100, s.frobenius == 2 * math.sqrt(2) / 100
     ([[0.01, 0.04], [0.04, 0.04]], True, True)
+    >>> r = covariance_sensitivities(2.0, 100, clip="row")
+    >>> r.frobenius == math.sqrt(2) / 100, r.frobenius_raw == 4 * math.sqrt(2) / 100
+    (True, True)
     """
-    b = np.asarray(bounds, dtype=np.float64)
+    b = np.atleast_1d(np.asarray(bounds, dtype=np.float64))
     d = b.size
+    if clip == "row":
+        radius = float(b[0])
+        return CovarianceSensitivities(
+            np.full((d, d), radius * radius / n), math.sqrt(2.0) / n, math.sqrt(2.0) / n,
+            math.sqrt(2.0) * radius * radius / n, 1.0 / n, 2.0 / n, "row")
     entry = 2.0 * np.outer(b, b) / n
     np.fill_diagonal(entry, b * b / n)
     return CovarianceSensitivities(entry, math.sqrt(d) / n, math.sqrt(2.0) * d / n,
-                                   math.sqrt(2.0) * float(np.sum(b * b)) / n)
+                                   math.sqrt(2.0) * float(np.sum(b * b)) / n, 2.0 / n,
+                                   2.0 * math.sqrt(d) / n)
 
 
-def _moment_graph(source: DataSource, bounds: np.ndarray, count_clipped: bool) -> Any:
+def _moment_graph(source: DataSource, bounds: np.ndarray, count_clipped: bool,
+                  clip: str = "box") -> Any:
+    if clip == "row":
+        return row_block_sum(source.array, row_clipped_gram, float(bounds[0]), count_clipped,
+                             name="row-clipped-gram")
     return row_block_sum(source.array, clipped_gram, bounds, count_clipped, name="clipped-gram")
 
 
-def clipped_second_moment(X: DataLike, *, bounds: Any) -> xr.DataArray:
-    """The exact (non-private) Σ(X) = XᵀX/n of ``X`` clipped to [−B_j, B_j].
+def parse_clip(clip: Any, bounds: Any, radius: Any, variables: tuple[str, ...],
+               owner: str = _OWNER) -> tuple[str, np.ndarray]:
+    """``(clip, b)``: the clipping and the public per-variable scale b (the bounds B_j for
+    ``"box"``; d copies of the radius R for ``"row"``, whose normalised units are x/R)."""
+    clip = parse_choice(clip, "clip", owner, CLIPS)
+    if clip == "box":
+        if radius is not None:
+            raise bad_param("radius", owner, "None with clip='box' (give bounds)", radius)
+        return clip, parse_bounds(bounds, variables, owner)
+    if bounds is not None:
+        raise bad_param("bounds", owner, "None with clip='row' (give radius)", bounds)
+    rule = ("a positive finite float with clip='row' (the public row-norm bound R; never "
+            "taken from the data)")
+    if isinstance(radius, bool | np.bool_) or not isinstance(radius, int | float | np.integer
+                                                            | np.floating):
+        raise bad_param("radius", owner, rule, radius)
+    value = float(radius)
+    if not (math.isfinite(value) and value > 0):
+        raise bad_param("radius", owner, rule, radius)
+    return clip, np.full(len(variables), value)
+
+
+def clipped_second_moment(X: DataLike, *, bounds: Any = None, clip: str = "box",
+                          radius: float | None = None) -> xr.DataArray:
+    """The exact (non-private) Σ(X) = XᵀX/n of ``X`` clipped to [−B_j, B_j] (``clip="box"``)
+    or with rows scaled to norm at most ``radius`` (``clip="row"``).
 
     The target of :func:`dp_covariance`, for checks and benchmarks. **This is not a private
     release.**
@@ -155,8 +210,8 @@ def clipped_second_moment(X: DataLike, *, bounds: Any) -> xr.DataArray:
     [[0.5, 0.0], [0.0, 0.5]]
     """
     source = as_data(X, owner="clipped_second_moment", min_rows=1)
-    b = parse_bounds(bounds, source.variables, "clipped_second_moment")
-    (parts,) = run(once(_moment_graph(source, b, False)))
+    clip, b = parse_clip(clip, bounds, radius, source.variables, "clipped_second_moment")
+    (parts,) = run(once(_moment_graph(source, b, False, clip)))
     names = list(source.variables)
     return xr.DataArray(
         parts[0] / source.n, dims=("variable", "variable_"),
@@ -203,21 +258,25 @@ def release_covariance(
     control: Any,
     rng: Any,
     mean: np.ndarray | None = None,
+    clip: str = "box",
 ) -> CovarianceEstimate:
     """Run ``method`` on the exact statistic ``sigma`` = Σ(X) (raw units, clipped data).
 
     Driver-side core of :func:`dp_covariance` (validated inputs; ``rng`` a Generator). Exposed
     so that benchmarks can reuse one exact statistic across repetitions. ``mean`` holds the
     column means of the clipped data, needed only by PACE-GGM with ``mean="measure"``.
+    ``clip="row"``: the rows were scaled to norm ≤ R and ``bounds`` holds d copies of R.
     """
     scale = np.outer(bounds, bounds)
     tilde = sigma / scale
     d = tilde.shape[0]
-    sens = covariance_sensitivities(bounds, n)
-    info: dict[str, Any] = {"method": method}
+    sens = covariance_sensitivities(bounds, n, clip)
+    info: dict[str, Any] = {"method": method, "clip": clip}
+    if clip == "row":
+        info["radius"] = float(bounds[0])
     if method == "pace_ggm":
         fit = run_pace_ggm(tilde, n=n, rho=rho, control=control, rng=rng,
-                           mean=None if mean is None else mean / bounds)
+                           mean=None if mean is None else mean / bounds, clip=clip)
         weights = fit.weights
         measured = weights > 0
         info.update(rounds=fit.rounds, anneals=fit.anneals, solver=control.solver,
@@ -274,12 +333,14 @@ def dp_covariance(
     rho: float | None = None,
     eps: float | None = None,
     delta: float | None = None,
-    bounds: BoundsLike,
+    bounds: BoundsLike | None = None,
     method: CovarianceMethod = "pace_ggm",
     control: PaceGGMControl | Mapping[str, Any] | None = None,
     rng: RngLike = None,
     report_clipping: bool = False,
     ledger: Accountant | None = None,
+    clip: CovarianceClip = "box",
+    radius: float | None = None,
 ) -> CovarianceResult:
     """Differentially private second-moment (covariance) matrix Σ(X) = XᵀX/n under ρ-zCDP.
 
@@ -299,8 +360,8 @@ def dp_covariance(
         to (ε, δ) (Canonne, Kamath & Steinke 2020; :func:`~dppca_dask.privacy.zcdp.zcdp_eps`)
         is within ε. Give either ``rho`` or both.
     bounds
-        Required public bounds: a scalar B (|x_j| ≤ B for all j), one B_j per variable, or a
-        mapping from variable name to B_j. Never derived from the data.
+        Required with ``clip="box"``: public bounds, a scalar B (|x_j| ≤ B for all j), one B_j
+        per variable, or a mapping from variable name to B_j. Never derived from the data.
     method
         ``"pace_ggm"`` (default), ``"ssp"`` or ``"diagonal"``; see the module docstring.
     control
@@ -310,12 +371,18 @@ def dp_covariance(
         ``None`` (fresh OS entropy), an int seed or a :class:`numpy.random.Generator`. A seeded
         release is marked as such; the seed is never stored.
     report_clipping
-        Also store how many values per variable exceeded the bounds. **Not private.**
+        Also store how many values per variable clipping changed. **Not private.**
     ledger
         An :class:`~dppca_dask.privacy.accountant.Accountant` (e.g.
         ``dppca_dask.ledger_accountant(dataset=...)``) that reserves this release in the
         persistent budget ledger before any data is read, with the CLI's cap check; default:
         the one set by ``with dppca_dask.accounting(...)``, else none.
+    clip, radius
+        ``"box"`` (default): each value clipped to [−B_j, B_j]. ``"row"``: each row scaled to
+        L2 norm at most the public ``radius`` R (Analyze-Gauss), which cuts the SSP noise from
+        √2·d·B²/n to √2·R²/n in Frobenius norm (R = 1.5·√d on standardised data is 4× less
+        than B = 3); ``bounds`` must then be None. The stored ``bound`` is R for every variable
+        (|x_j| ≤ ‖x‖ ≤ R).
 
     Returns
     -------
@@ -348,13 +415,13 @@ def dp_covariance(
     report_clipping = parse_bool(report_clipping, "report_clipping", _OWNER)
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_rows=1)
-    b = parse_bounds(bounds, source.variables)
+    clipping, b = parse_clip(clip, bounds, radius, source.variables)
     release = plan_covariance(source.p, plan, method=method, control=parsed_control)
 
     def fit() -> CovarianceResult:
         return fit_covariance(
             source, plan, bounds=b, method=method, control=parsed_control, rng_state=state,
-            report_clipping=report_clipping,
+            report_clipping=report_clipping, clip=clipping,
         )
 
     return account(ledger, X, release, n=source.n, owner=_OWNER, rng=state.generator,
@@ -379,16 +446,19 @@ def fit_covariance(
     control: Any,
     rng_state: Any,
     report_clipping: bool,
+    clip: str = "box",
 ) -> CovarianceResult:
-    """Run the covariance release on a validated source (shared with the CLI runner)."""
+    """Run the covariance release on a validated source (shared with the CLI runner).
+
+    ``clip="row"``: ``bounds`` holds d copies of the radius R (:func:`parse_clip`)."""
     if source.n < 1:
         raise ParameterError("dp_covariance needs at least one row.")
     plan = plan.with_allocations(rho_allocations(method, plan.rho, control, source.p))
-    (parts,) = run(once(_moment_graph(source, bounds, report_clipping)))
+    (parts,) = run(once(_moment_graph(source, bounds, report_clipping, clip)))
     gram, sums, clipped = parts
     estimate = release_covariance(gram / source.n, n=source.n, bounds=bounds, rho=plan.rho,
                                   method=method, control=control, rng=rng_state.generator,
-                                  mean=sums / source.n)
+                                  mean=sums / source.n, clip=clip)
     control_dict = control.to_dict() if isinstance(control, PaceGGMControl) else control
     return build_covariance_result(
         estimate, variables=source.variables, n=source.n, bounds=bounds, plan=plan,

@@ -48,6 +48,7 @@ __all__ = [
     "PaceGGMFit",
     "as_control",
     "initial_shares",
+    "measurement_sensitivities",
     "pace_ggm_control",
     "run_pace_ggm",
 ]
@@ -240,6 +241,23 @@ def _clip(y: np.ndarray, floor: float) -> np.ndarray:
     return out
 
 
+def measurement_sensitivities(n: int, d: int, clip: str = "box") -> dict[str, float]:
+    """Replace-one sensitivities of PACE-GGM's measurements in normalised units.
+
+    ``clip="box"`` (|x̃_j| ≤ 1): diagonal vector √d/n, one off-diagonal entry (and its
+    selection score) 2/n, the mean vector 2√d/n. ``clip="row"`` (‖x̃‖ ≤ 1, x̃ = x/R): √2/n,
+    1/n and 2/n (docs/design/covariance_sensitivity.md, "Row clipping").
+
+    Examples
+    --------
+    >>> measurement_sensitivities(100, 4), measurement_sensitivities(100, 4, "row")["entry"]
+    ({'diagonal': 0.02, 'entry': 0.02, 'mean': 0.04}, 0.01)
+    """
+    if clip == "row":
+        return {"diagonal": math.sqrt(2.0) / n, "entry": 1.0 / n, "mean": 2.0 / n}
+    return {"diagonal": math.sqrt(d) / n, "entry": 2.0 / n, "mean": 2.0 * math.sqrt(d) / n}
+
+
 def run_pace_ggm(
     sigma: np.ndarray,
     *,
@@ -248,13 +266,16 @@ def run_pace_ggm(
     control: PaceGGMControl,
     rng: Any,
     mean: np.ndarray | None = None,
+    clip: str = "box",
 ) -> PaceGGMFit:
     """PACE-GGM on the exact normalised statistic ``sigma`` = Σ(X̃) (driver only).
 
     ``rng`` is a Generator (or :class:`~dppca_dask.rng.Rng`); ``n`` is public. ``mean`` (the
     column means of X̃) is needed only with ``control.mean == "measure"``, where the algorithm
     works on the second moment of (1, x̃): index 0 is the public constant (its entry is exactly 1,
-    known without noise), row 0 holds the means.
+    known without noise), row 0 holds the means. ``clip``: how the data were clipped (``"box"``:
+    |x̃_j| ≤ 1; ``"row"``: ‖x̃‖ ≤ 1), which sets the measurements' sensitivities
+    (:func:`measurement_sensitivities`).
     """
     d = sigma.shape[0]
     augment = control.mean == "measure"
@@ -272,7 +293,8 @@ def run_pace_ggm(
     y = np.zeros((size, size))
     lam = np.zeros((size, size))
     shares = initial_shares(control, d)
-    diag = gaussian_zcdp(np.diag(sigma), sensitivity=math.sqrt(d) / n,
+    sens = measurement_sensitivities(n, d, clip)
+    diag = gaussian_zcdp(np.diag(sigma), sensitivity=sens["diagonal"],
                          rho=odo.take(shares["diagonal"] * rho), rng=rng, component="diagonal",
                          note="all d diagonal entries")
     ledger.append(diag.record)
@@ -280,7 +302,7 @@ def run_pace_ggm(
     assert diag.record.scale is not None  # a Gaussian release always records its noise sd
     lam[off:, off:][np.diag_indices(d)] = 1.0 / diag.record.scale**2
     if augment:
-        rel = gaussian_zcdp(mean, sensitivity=2.0 * math.sqrt(d) / n,
+        rel = gaussian_zcdp(mean, sensitivity=sens["mean"],
                             rho=odo.take(shares["mean"] * rho), rng=rng, component="mean",
                             note="all d column means (entries (0, j) of the augmented matrix)")
         ledger.append(rel.record)
@@ -295,7 +317,7 @@ def run_pace_ggm(
         return _finish(fit, sol, off)
 
     alpha = control.measure_fraction
-    entry_sens = 2.0 / n
+    entry_sens = sens["entry"]
     upper = np.triu_indices(size, 1)
     per_round = odo.remaining / (control.rounds_per_variable * d)
     sigma_t = entry_sens / math.sqrt(2.0 * alpha * per_round)

@@ -14,7 +14,11 @@ import numpy as np
 
 from dppca_dask.kernels.kendall import check_finite_block
 
-__all__ = ["clipped_gram"]
+__all__ = ["ROW_SHRINK", "clipped_gram", "row_clipped_gram"]
+
+ROW_SHRINK = 1.0 - 2.0 ** -40
+"""A clipped row is scaled to norm R·(1 − 2^-40), so floating-point rounding of the scaling
+(a few ulp) can never leave it above R: the sensitivity bound needs ‖x‖ ≤ R exactly."""
 
 
 def clipped_gram(
@@ -36,6 +40,38 @@ def clipped_gram(
     clipped = np.clip(values, -bounds, bounds)
     if count_clipped:
         count = np.count_nonzero(np.abs(values) > bounds, axis=0).astype(np.int64)
+    else:
+        count = np.zeros(values.shape[1], dtype=np.int64)
+    return clipped.T @ clipped, clipped.sum(axis=0), count
+
+
+def row_clipped_gram(
+    block: np.ndarray, radius: float, count_clipped: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Cᵀ C, column sums of C, clipped counts) of the block whose rows are scaled to L2 norm at
+    most ``radius`` (Analyze-Gauss row clipping: x → x·min(1, R/‖x‖); docs/design/
+    covariance_sensitivity.md, "Row clipping").
+
+    A row with ‖x‖ > R is scaled to norm R·:data:`ROW_SHRINK` (so ‖x‖ ≤ R holds in floating
+    point); other rows are unchanged. The counts (per variable: non-zero values in rows that
+    were scaled, i.e. the values clipping changed) are zeros unless ``count_clipped``.
+
+    Examples
+    --------
+    >>> gram, sums, count = row_clipped_gram(np.array([[3.0, 4.0], [0.5, 0.0]]), 1.0,
+    ...                                      count_clipped=True)
+    >>> np.round(gram, 6).tolist(), np.round(sums, 6).tolist(), count.tolist()
+    ([[0.61, 0.48], [0.48, 0.64]], [1.1, 0.8], [1, 1])
+    """
+    values = np.ascontiguousarray(block, dtype=np.float64)
+    check_finite_block(values)
+    norms = np.sqrt(np.einsum("ij,ij->i", values, values))
+    over = norms > radius
+    factor = np.ones_like(norms)
+    factor[over] = (radius * ROW_SHRINK) / norms[over]
+    clipped = values * factor[:, None]
+    if count_clipped:
+        count = np.count_nonzero(values[over] != 0, axis=0).astype(np.int64)
     else:
         count = np.zeros(values.shape[1], dtype=np.int64)
     return clipped.T @ clipped, clipped.sum(axis=0), count

@@ -215,5 +215,8 @@ def parse_methods(method: Any, owner: str) -> tuple[str, ...]:
     for m in items:
         if not isinstance(m, str) or m not in HISTOGRAM_METHODS:
             raise bad_param("method", owner, rule, method)
+    if len(set(items)) != len(items):
+        raise bad_param("method", owner, "a sequence of distinct method names (each at most once)",
+                        method)
     return tuple(m for m in HISTOGRAM_METHODS if m in items)
 

@@ -160,7 +160,7 @@ def dp_scree(
         Number of components, 1 ≤ k ≤ p (≤ columns of a supplied matrix). Default: min(p, 10),
         or every column of a supplied matrix.
     method
-        ``"clipped"`` (default), ``"pmwm"``, ``"huber"`` or a list of them (duplicates dropped).
+        ``"clipped"`` (default), ``"pmwm"``, ``"huber"`` or a list of distinct ones.
     control
         :func:`clipped_control`, :func:`pmwm_control` or :func:`huber_control` (or a dict of their
         parameters) for one method; for several, a dict keyed by method name. The parameters
