@@ -53,6 +53,7 @@ Pairs: TypeAlias = Literal["all", "blocks"]
 PairsOption: TypeAlias = Literal["all", "blocks", "auto"]
 """``"auto"``: all pairs while the all-pairs work is small, blocks above (from n and p only)."""
 CovarianceMethod: TypeAlias = Literal["pace_ggm", "ssp", "diagonal"]
+CovarianceClip: TypeAlias = Literal["box", "row"]
 
 
 GroupLike: TypeAlias = Union[str, np.ndarray, "pd.Series", Sequence[Any]]
