@@ -147,8 +147,8 @@ def test_resolve_controls__errors(methods, control, match):
 
 def test_parse_methods__rules():
     assert parse_methods("pmwm") == ("pmwm",)
-    assert parse_methods(["clipped", "clipped", "huber"]) == ("clipped", "huber")
-    for bad in ("kendall", [], ["clipped", "median"], 3, None):
+    assert parse_methods(["clipped", "huber"]) == ("clipped", "huber")
+    for bad in ("kendall", [], ["clipped", "median"], ["clipped", "clipped"], 3, None):
         with pytest.raises(ParameterError, match="The 'method' parameter of dp_scree must be"):
             parse_methods(bad)
 
@@ -217,3 +217,17 @@ def test_dp_scree__refuses_before_reading_data(tmp_path):
     with pytest.raises(BudgetError):
         dp_scree(tmp_path / "missing.zarr", privacy=privacy_control(loading=(1, 1e-5)),
                  control=clipped_control(1))
+
+
+@pytest.mark.parametrize(("fn", "method"), [("scree", ["clipped", "clipped"]),
+                                            ("score", ["add", "add"]),
+                                            ("score", ("sparse", "add", "sparse"))])
+def test_methods__a_name_given_twice_is_an_error(fn, method):
+    """Issue 19: duplicate method names were accepted (one release described twice)."""
+    from dppca_dask.errors import ParameterError
+    from dppca_dask.pca.histograms import parse_methods as score_methods
+    from dppca_dask.pca.scree_controls import parse_methods as scree_methods
+
+    parse = scree_methods if fn == "scree" else score_methods
+    with pytest.raises(ParameterError, match="distinct method names"):
+        parse(method, "dp_" + fn)

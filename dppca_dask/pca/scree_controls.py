@@ -260,11 +260,12 @@ _CONSTRUCTORS: dict[str, Callable[..., Control]] = {
 
 
 def parse_methods(method: Any, owner: str = "dp_scree") -> tuple[str, ...]:
-    """``method`` as a tuple of distinct names from :data:`METHODS` (order kept, duplicates dropped).
+    """``method`` as a tuple of distinct names from :data:`METHODS` (order kept); a name given
+    twice is an error (it would be one release described twice).
 
     Examples
     --------
-    >>> parse_methods(["huber", "clipped", "huber"])
+    >>> parse_methods(["huber", "clipped"])
     ('huber', 'clipped')
     """
     rule = "a str among {'clipped', 'pmwm', 'huber'} or a non-empty list of them"
@@ -275,8 +276,10 @@ def parse_methods(method: Any, owner: str = "dp_scree") -> tuple[str, ...]:
     for item in items:
         if not isinstance(item, str) or item not in METHODS:
             raise bad_param("method", owner, rule, method)
-        if item not in out:
-            out.append(item)
+        if item in out:
+            raise bad_param("method", owner, "a list of distinct method names (each at most once)",
+                            method)
+        out.append(item)
     return tuple(out)
 
 
