@@ -38,15 +38,20 @@ function of the tile's rows and every sum has a fixed order (near pairs in row-m
 chunks of a fixed size), so one input gives one result, bit for bit, on one machine and BLAS
 thread count. Non-finite input raises :class:`~dppca_dask.errors.InputError` before any
 arithmetic.
+
+numba is imported, and the three loops compiled, on the first call (:func:`numba_available`),
+so ``import dppca_dask`` works without it. Without numba the kernel falls back to
+:func:`~dppca_dask.kernels.kendall.tile_blas_unfused` (same mathematics, same error bound, a
+few times slower) with one warning.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import warnings
 from typing import Any
 
-import numba
 import numpy as np
 
 from dppca_dask.kernels.kendall import (
@@ -57,9 +62,13 @@ from dppca_dask.kernels.kendall import (
     exact_pairs,
     near_chunk_pairs,
     shift_and_scale,
+    tile_blas_unfused,
 )
 
-__all__ = ["PANEL_ROWS", "TileStats", "tile_fused"]
+__all__ = ["NO_NUMBA_MESSAGE", "PANEL_ROWS", "TileStats", "numba_available", "tile_fused"]
+
+NO_NUMBA_MESSAGE = ("numba is not installed: the Kendall pass uses the unfused NumPy kernel "
+                    "(same results, a few times slower); `pip install numba` for the fused one")
 
 PANEL_ROWS = 256
 """Rows of A per panel: a 256 × b weight panel stays in L2/L3 (measured: docs/performance.md)."""
@@ -93,9 +102,33 @@ def scratch_sizes() -> dict[str, int]:
 _JIT: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy", "boundscheck": False}
 # error_model="numpy": 1/0 gives inf instead of raising, so the division vectorises (0 never
 # reaches it: such a pair is near).  No fastmath, no parallel: results are bit-reproducible.
+_COMPILED = ("_weights_row", "_weights_panel", "_near_pairs")  # callees first
+_STATE: dict[str, bool] = {}
+_LOCK = threading.Lock()
 
 
-@numba.njit(**_JIT)
+def numba_available() -> bool:
+    """Whether the fused kernel can run: imports numba and wraps the loops below in
+    ``numba.njit`` on the first call (compiled lazily, cached on disk); without numba, warns
+    once and returns False (:func:`tile_fused` then uses the unfused kernel)."""
+    ready = _STATE.get("ready")
+    if ready is not None:
+        return ready
+    with _LOCK:
+        if "ready" not in _STATE:
+            try:
+                import numba
+            except ImportError:
+                _STATE["ready"] = False
+                warnings.warn(NO_NUMBA_MESSAGE, RuntimeWarning, stacklevel=3)
+            else:
+                names = globals()
+                for name in _COMPILED:  # a compiled caller resolves its callee's global
+                    names[name] = numba.njit(**_JIT)(names[name])
+                _STATE["ready"] = True
+    return _STATE["ready"]
+
+
 def _weights_row(g, ni, nb, c, floor):  # pragma: no cover - compiled
     """One row: Gram values → weights in place, ``c += w``; returns the number of far pairs.
 
@@ -113,7 +146,6 @@ def _weights_row(g, ni, nb, c, floor):  # pragma: no cover - compiled
     return far
 
 
-@numba.njit(**_JIT)
 def _weights_panel(g, na, nb, c, floor, diagonal):  # pragma: no cover - compiled
     """Gram panel ``g`` → weights, in place; ``c += Wᵀ1``; returns the number of near pairs.
 
@@ -130,7 +162,6 @@ def _weights_panel(g, na, nb, c, floor, diagonal):  # pragma: no cover - compile
     return near
 
 
-@numba.njit(**_JIT)
 def _near_pairs(w, diagonal, start, out_i, out_j):  # pragma: no cover - compiled
     """The near pairs of weight panel ``w`` (weight 0; for a diagonal panel only j > i) from
     flat position ``start`` on, in row-major order, into ``out_i``/``out_j`` until they are full.
@@ -217,6 +248,8 @@ def tile_fused(
     >>> stats.pairs, stats.near_fraction < 0.01
     (19900, True)
     """
+    if not numba_available():
+        return tile_blas_unfused(a, b, centre=centre, near_chunk=near_chunk, stats=stats)
     a = as_block(a)
     diagonal = b is None
     b = a if b is None else as_block(b)
