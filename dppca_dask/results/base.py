@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,22 @@ def write_atomically(
     return str(target)
 
 
+def consolidate_zarr(path: str | os.PathLike[str]) -> None:
+    """Consolidate the metadata of a written result store, at its root and in each group below,
+    so that ``xr.open_zarr`` of the store or of one part (``pca.zarr/score``) reads one document
+    and does not warn. (Zarr 3 calls consolidated metadata an extension; its warning saying so
+    is silenced here.)"""
+    import zarr
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part",
+                                category=UserWarning)
+        root = zarr.open_group(os.fspath(path), mode="r+")
+        for name, _ in root.groups():
+            zarr.consolidate_metadata(os.fspath(path), path=name)
+        zarr.consolidate_metadata(os.fspath(path))
+
+
 @dataclass(frozen=True)
 class Result:
     """Base of the result types: an immutable view of one Dataset."""
@@ -128,10 +145,11 @@ class Result:
 
     def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the Dataset as a Zarr store (atomically; refuses to overwrite by default)."""
-        return write_atomically(
-            path, lambda tmp: self.dataset.to_zarr(tmp, mode="w", consolidated=False),
-            overwrite=overwrite,
-        )
+        def write(tmp: str) -> None:
+            self.dataset.to_zarr(tmp, mode="w", consolidated=False)
+            consolidate_zarr(tmp)
+
+        return write_atomically(path, write, overwrite=overwrite)
 
     def to_netcdf(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the Dataset as NetCDF-4 (h5netcdf engine; atomic; no overwrite by default)."""

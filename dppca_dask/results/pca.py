@@ -29,6 +29,7 @@ from dppca_dask.results.base import (
     LoadingResult,
     Result,
     budget_line,
+    consolidate_zarr,
     freeze_dataset,
     matrix_block,
     plain_strings,
@@ -93,9 +94,11 @@ class PCAResult(Result):
 
     def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the root and the three parts as one Zarr group (atomically; no overwrite)."""
-        return write_atomically(
-            path, lambda tmp: self.to_tree().to_zarr(tmp, mode="w", consolidated=False),
-            overwrite=overwrite)
+        def write(tmp: str) -> None:
+            self.to_tree().to_zarr(tmp, mode="w", consolidated=False)
+            consolidate_zarr(tmp)
+
+        return write_atomically(path, write, overwrite=overwrite)
 
     def to_netcdf(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the root and the three parts as one NetCDF-4 file with groups (h5netcdf)."""
