@@ -1,14 +1,22 @@
-"""Evaluation of the private covariance estimators: PACE-GGM vs SSP vs diagonal (SPEC_covariance §5).
+"""Evaluation of the private covariance estimators: PACE-GGM vs SSP vs diagonal, each with box and
+row clipping (SPEC_covariance §5; issue 18).
 
 ``python benchmarks/covariance.py`` runs every section below and writes, under ``--out``
 (default ``benchmarks/results/covariance``):
 
 * ``<dataset>.md`` and ``<dataset>.png`` -- per dataset, per ρ and method: the median and the
   interquartile range over ``--reps`` repetitions of the Frobenius error ‖Σ̂ − Σ‖_F and the
-  Mahalanobis error ‖Σ^{-1/2} Σ̂ Σ^{-1/2} − I‖_F, where Σ = XᵀX/n of the clipped, preprocessed
-  data (the non-private target); for PACE-GGM also the fraction of off-diagonal entries
+  Mahalanobis error ‖Σ^{-1/2} Σ̂ Σ^{-1/2} − I‖_F, where Σ = XᵀX/n of the preprocessed data
+  *before* clipping (the non-private estimand, the same for both clippings, so each method's
+  clipping bias counts against it); for PACE-GGM also the fraction of off-diagonal entries
   measured, the number of rounds and the reconstruction (solver) time;
-* ``summary.md`` -- the headline table: the ratio of PACE-GGM's median errors to SSP's;
+* ``summary.md`` -- the headline table: every method's median Frobenius / Mahalanobis error per
+  dataset and ρ, the best of each in bold;
+
+Methods (``--methods``): ``pace_ggm``, ``ssp``, ``diagonal`` clip each value to the public box
+[−B, B]; ``pace_ggm_row``, ``ssp_row``, ``diagonal_row`` scale each row to L2 norm at most the
+public radius R = ``--radius-factor``·√d·B/3 (default 1.5·√d for standardised data with B = 3;
+Analyze-Gauss, ``dp_covariance(clip="row")``).
 * ``allocation.md`` -- the sweep of the allocation fractions (β = diag_fraction and
   α = measure_fraction) that tests the paper's robustness claim;
 * ``solver.md`` -- the maximum-entropy (interior-point) reconstruction vs projected gradient
@@ -58,7 +66,9 @@ from dppca_dask.covariance.estimator import release_covariance
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, pace_ggm_control
 
 RHOS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
-METHODS = ("pace_ggm", "ssp", "diagonal")
+ALL_METHODS = ("pace_ggm", "pace_ggm_row", "ssp", "ssp_row", "diagonal", "diagonal_row")
+METHODS = ALL_METHODS  # the methods of this run (``--methods``)
+RADIUS_FACTOR = 1.5
 REAL = ("wine", "breast_cancer", "digits", "diabetes")
 SYNTHETIC = ("synthetic16", "synthetic64", "synthetic256")
 SWEEP_BETA = (0.05, 0.1, 0.2, 0.4)
@@ -133,9 +143,32 @@ def load_dataset(name: str, preprocess: str) -> Dataset:
     return Dataset(name, x, bound, f"scikit-learn {name}, {preprocess}")
 
 
-def second_moment(data: Dataset) -> np.ndarray:
-    clipped = np.clip(data.x, -data.bound, data.bound)
-    return clipped.T @ clipped / data.n
+def clipped(data: Dataset, clip: str = "box", radius_factor: float = RADIUS_FACTOR
+            ) -> tuple[np.ndarray, float]:
+    """The data as the pass clips them, and the public scale (B, or the radius R)."""
+    if clip == "row":
+        radius = radius_factor * np.sqrt(data.d) * data.bound / 3.0
+        norms = np.linalg.norm(data.x, axis=1)
+        factor = np.where(norms > radius, radius / np.maximum(norms, 1e-300), 1.0)
+        return data.x * factor[:, None], float(radius)
+    return np.clip(data.x, -data.bound, data.bound), data.bound
+
+
+def second_moment(data: Dataset, clip: str = "box",
+                  radius_factor: float = RADIUS_FACTOR) -> np.ndarray:
+    """Σ = XᵀX/n of the clipped data (the statistic a method's mechanism sees)."""
+    x, _ = clipped(data, clip, radius_factor)
+    return x.T @ x / data.n
+
+
+def target(data: Dataset) -> np.ndarray:
+    """The estimand: XᵀX/n of the preprocessed data before any clipping."""
+    return data.x.T @ data.x / data.n
+
+
+def split_method(method: str) -> tuple[str, str]:
+    """``"ssp_row"`` → ("ssp", "row"); ``"ssp"`` → ("ssp", "box")."""
+    return (method.removesuffix("_row"), "row") if method.endswith("_row") else (method, "box")
 
 
 class Errors:
@@ -162,12 +195,16 @@ def _control(method: str, overrides: dict[str, Any] | None = None) -> Any:
 
 
 def run_one(data: Dataset, sigma: np.ndarray, mean: np.ndarray, errors: Errors, *, rho: float,
-            method: str, seed: Sequence[int], overrides: dict[str, Any] | None = None
-            ) -> dict[str, Any]:
+            method: str, seed: Sequence[int], overrides: dict[str, Any] | None = None,
+            scale: float | None = None) -> dict[str, Any]:
+    """One release of ``method`` (``"<base>"`` or ``"<base>_row"``) on the statistic ``sigma``
+    of the correspondingly clipped data; ``scale``: B (box) or R (row), default ``data.bound``."""
+    base, clip = split_method(method)
     started = time.perf_counter()
     est = release_covariance(
-        sigma, n=data.n, bounds=np.full(data.d, data.bound), rho=rho, method=method,
-        control=_control(method, overrides), rng=np.random.default_rng(list(seed)), mean=mean,
+        sigma, n=data.n, bounds=np.full(data.d, data.bound if scale is None else scale),
+        rho=rho, method=base, control=_control(base, overrides),
+        rng=np.random.default_rng(list(seed)), mean=mean, clip=clip,
     )
     seconds = time.perf_counter() - started
     frob, maha = errors(est.covariance)
@@ -192,21 +229,30 @@ def _cell(values: Sequence[float]) -> str:
     return f"{_fmt(med)} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
+def _label(method: str) -> str:
+    base, clip = split_method(method)
+    name = {"pace_ggm": "PACE-GGM", "ssp": "SSP", "diagonal": "diagonal"}[base]
+    return f"{name} ({clip})"
+
+
 def dataset_table(rows: list[dict[str, Any]], data: Dataset, errors: Errors) -> str:
+    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
     lines = [f"### {data.name} (n = {data.n}, d = {data.d}; {data.note})", "",
-             "Median [IQR] over repetitions. F = Frobenius, M = Mahalanobis error; "
-             "PACE-GGM: off-diagonal entries measured (%), rounds, solver seconds (median).", ""]
+             "Median [IQR] over repetitions. F = Frobenius, M = Mahalanobis error against "
+             "XᵀX/n before clipping; PACE-GGM (box): off-diagonal entries measured (%), rounds, "
+             "solver seconds (median).", ""]
     if errors.floored:
         lines += ["Σ is (numerically) singular: the Mahalanobis error floors its eigenvalues at "
                   "1e-12 of the largest.", ""]
-    lines += ["| ρ | PACE-GGM F | SSP F | diagonal F | PACE-GGM M | SSP M | diagonal M | "
-              "measured % | rounds | solver s |", "|" + "---|" * 10]
+    lines += ["| ρ | " + " | ".join(f"{_label(m)} F" for m in methods) + " | "
+              + " | ".join(f"{_label(m)} M" for m in methods)
+              + " | measured % | rounds | solver s |", "|" + "---|" * (4 + 2 * len(methods))]
     for rho in sorted({r["rho"] for r in rows}):
-        sel = {m: [r for r in rows if r["rho"] == rho and r["method"] == m] for m in METHODS}
-        pace = sel["pace_ggm"]
+        sel = {m: [r for r in rows if r["rho"] == rho and r["method"] == m] for m in methods}
+        pace = sel.get("pace_ggm") or next(iter(sel.values()))
         lines.append(
-            f"| {rho:g} | " + " | ".join(_cell([r["frobenius"] for r in sel[m]]) for m in METHODS)
-            + " | " + " | ".join(_cell([r["mahalanobis"] for r in sel[m]]) for m in METHODS)
+            f"| {rho:g} | " + " | ".join(_cell([r["frobenius"] for r in sel[m]]) for m in methods)
+            + " | " + " | ".join(_cell([r["mahalanobis"] for r in sel[m]]) for m in methods)
             + f" | {100 * np.median([r['measured_fraction'] for r in pace]):.2g}"
             + f" | {np.median([r['rounds'] for r in pace]):.0f}"
             + f" | {np.median([r['solver_seconds'] for r in pace]):.2g} |"
@@ -222,63 +268,81 @@ def plot_dataset(rows: list[dict[str, Any]], data: Dataset, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
     rhos = sorted({r["rho"] for r in rows})
+    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
     for ax, metric, title in zip(axes, ("frobenius", "mahalanobis"),
                                  ("Frobenius error", "Mahalanobis error"), strict=True):
-        for method, colour in zip(METHODS, ("C0", "C1", "C2"), strict=True):
+        for i, method in enumerate(methods):
+            colour = f"C{ALL_METHODS.index(method) // 2}"
+            style = "o--" if method.endswith("_row") else "o-"
             stats = np.array([_median_iqr([r[metric] for r in rows
                                            if r["rho"] == rho and r["method"] == method])
                               for rho in rhos])
-            ax.plot(rhos, stats[:, 0], "o-", color=colour, label=method)
-            ax.fill_between(rhos, stats[:, 1], stats[:, 2], color=colour, alpha=0.2)
+            ax.plot(rhos, stats[:, 0], style, color=colour, label=_label(method))
+            ax.fill_between(rhos, stats[:, 1], stats[:, 2], color=colour, alpha=0.1 + 0.05 * i % 2)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("rho (zCDP)")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend()
+    axes[0].legend(fontsize="small")
     fig.suptitle(f"{data.name}: n = {data.n}, d = {data.d} (median and IQR)")
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
+def _medians(rows: list[dict[str, Any]], name: str, rho: float, method: str
+             ) -> tuple[float, float]:
+    sel = [r for r in rows if r["dataset"] == name and r["rho"] == rho and r["method"] == method]
+    return (float(np.median([r["frobenius"] for r in sel])),
+            float(np.median([r["mahalanobis"] for r in sel])))
+
+
 def summary_table(rows: list[dict[str, Any]], datasets: list[Dataset]) -> str:
+    """Every method's median F / M per dataset and ρ; the best F and the best M in bold."""
     rhos = sorted({r["rho"] for r in rows})
-    head = ("| dataset | n | d | " + " | ".join(f"ρ={rho:g}" for rho in rhos) + " |")
-    lines = ["Ratio of PACE-GGM's median error to SSP's, Frobenius / Mahalanobis "
-             "(below 1: PACE-GGM better; **bold**: better on both).", "", head,
-             "|" + "---|" * (3 + len(rhos))]
+    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    lines = ["Median Frobenius / Mahalanobis error (against XᵀX/n before clipping) over the "
+             "repetitions; **bold**: the smallest of the row.", "",
+             "| dataset (n, d) | ρ | " + " | ".join(_label(m) for m in methods) + " |",
+             "|" + "---|" * (2 + len(methods))]
     for data in datasets:
-        cells = []
         for rho in rhos:
-            med = {m: (np.median([r["frobenius"] for r in rows if r["dataset"] == data.name
-                                  and r["rho"] == rho and r["method"] == m]),
-                       np.median([r["mahalanobis"] for r in rows if r["dataset"] == data.name
-                                  and r["rho"] == rho and r["method"] == m]))
-                   for m in ("pace_ggm", "ssp")}
-            f = med["pace_ggm"][0] / med["ssp"][0]
-            m = med["pace_ggm"][1] / med["ssp"][1]
-            cell = f"{f:.2f} / {m:.2f}"
-            cells.append(f"**{cell}**" if f < 1 and m < 1 else cell)
-        lines.append(f"| {data.name} | {data.n} | {data.d} | " + " | ".join(cells) + " |")
+            med = {m: _medians(rows, data.name, rho, m) for m in methods}
+            best_f = min(v[0] for v in med.values())
+            best_m = min(v[1] for v in med.values())
+            cells = []
+            for m in methods:
+                f, mm = med[m]
+                fs = f"**{f:.3g}**" if f == best_f else f"{f:.3g}"
+                ms = f"**{mm:.3g}**" if mm == best_m else f"{mm:.3g}"
+                cells.append(f"{fs} / {ms}")
+            lines.append(f"| {data.name} ({data.n}, {data.d}) | {rho:g} | "
+                         + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def evaluate(data: Dataset, rhos: Sequence[float], reps: int, seed: int,
-             log: Any = print, overrides: dict[str, Any] | None = None
-             ) -> tuple[list[dict[str, Any]], Errors]:
-    sigma = second_moment(data)
-    mean = np.clip(data.x, -data.bound, data.bound).mean(axis=0)
-    errors = Errors(sigma)
+             log: Any = print, overrides: dict[str, Any] | None = None,
+             radius_factor: float = RADIUS_FACTOR) -> tuple[list[dict[str, Any]], Errors]:
+    errors = Errors(target(data))
+    stats: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
+    for clip in ("box", "row"):
+        x, scale = clipped(data, clip, radius_factor)
+        stats[clip] = (x.T @ x / data.n, x.mean(axis=0), scale)
     rows = []
     for i, rho in enumerate(rhos):
-        for j, method in enumerate(METHODS):
+        for method in METHODS:
+            base, clip = split_method(method)
+            sigma, mean, scale = stats[clip]
+            j = ALL_METHODS.index(method)  # a method's streams do not depend on --methods
             for rep in range(reps):
                 rows.append(run_one(data, sigma, mean, errors, rho=rho, method=method,
-                                    seed=(seed, i, j, rep),
-                                    overrides=overrides if method == "pace_ggm" else None))
-        pace = [r for r in rows if r["rho"] == rho and r["method"] == "pace_ggm"]
-        log(f"  {data.name} rho={rho:g}: PACE-GGM median "
-            f"{np.median([r['seconds'] for r in pace]):.2f}s per release")
+                                    seed=(seed, i, j, rep), scale=scale,
+                                    overrides=overrides if base == "pace_ggm" else None))
+        pace = [r for r in rows if r["rho"] == rho and r["method"].startswith("pace_ggm")]
+        if pace:
+            log(f"  {data.name} rho={rho:g}: PACE-GGM median "
+                f"{np.median([r['seconds'] for r in pace]):.2f}s per release")
     return rows, errors
 
 
@@ -296,7 +360,7 @@ def allocation_sweep(datasets: list[Dataset], reps: int, seed: int) -> str:
     for data in datasets:
         sigma = second_moment(data)
         mean = np.clip(data.x, -data.bound, data.bound).mean(axis=0)
-        cases.append((data, sigma, mean, Errors(sigma)))
+        cases.append((data, sigma, mean, Errors(target(data))))
 
     def medians(beta: float, alpha: float) -> np.ndarray:
         out = []
@@ -331,7 +395,7 @@ def solver_comparison(datasets: list[Dataset], reps: int, seed: int) -> str:
     for data in datasets:
         sigma = second_moment(data)
         mean = np.clip(data.x, -data.bound, data.bound).mean(axis=0)
-        errors = Errors(sigma)
+        errors = Errors(target(data))
         for i, rho in enumerate((0.01, 0.1, 1.0)):
             res = {s: [run_one(data, sigma, mean, errors, rho=rho, method="pace_ggm",
                                seed=(seed, 77, i, rep), overrides={"solver": s})
@@ -360,8 +424,14 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--control", action="append", default=[], metavar="KEY=VALUE",
                         help="a pace_ggm_control() argument for the main evaluation, e.g. "
                              "mean=measure (repeatable)")
+    parser.add_argument("--methods", default=",".join(ALL_METHODS),
+                        help="comma-separated, from " + ", ".join(ALL_METHODS))
+    parser.add_argument("--radius-factor", type=float, default=RADIUS_FACTOR,
+                        help="row clipping radius R = factor * sqrt(d) * B / 3 (public)")
     parser.add_argument("--quick", action="store_true", help="smoke run (seconds)")
     args = parser.parse_args(argv)
+    global METHODS
+    METHODS = tuple(m for m in ALL_METHODS if m in args.methods.split(","))
     names = [n for n in args.datasets.split(",") if n] + list(args.csv)
     rhos = [float(r) for r in args.rhos.split(",")]
     reps = args.reps
@@ -383,7 +453,8 @@ def _run(args: argparse.Namespace, names: list[str], rhos: list[float], reps: in
     for data in datasets:
         print(f"{data.name}: n = {data.n}, d = {data.d}", flush=True)
         these, errors = evaluate(data, rhos, reps, args.seed,
-                                 log=lambda m: print(m, flush=True), overrides=overrides)
+                                 log=lambda m: print(m, flush=True), overrides=overrides,
+                                 radius_factor=args.radius_factor)
         rows += these
         (out / f"{data.name}.md").write_text(dataset_table(these, data, errors))
         plot_dataset(these, data, out / f"{data.name}.png")

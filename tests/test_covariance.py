@@ -502,6 +502,7 @@ def test_benchmark_covariance__quick_mode_runs(tmp_path):
         rows = bench.main(["--quick", "--out", str(tmp_path)])
     finally:
         del sys.modules["bench_covariance"]
-    assert {r["method"] for r in rows} == {"pace_ggm", "ssp", "diagonal"}
+    assert {r["method"] for r in rows} == {"pace_ggm", "pace_ggm_row", "ssp", "ssp_row",
+                                         "diagonal", "diagonal_row"}
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "results.csv", "summary.md", "synthetic16.md", "synthetic16.png"]
