@@ -395,7 +395,8 @@ def execute(
     timings: dict[str, float] = {}
     with _ledger_reservation(config, plan, spec, state.seeded, tracker) as entry:
         start = time.perf_counter()
-        with connect(config.cluster, progress=progress, input_path=config.input.path):
+        with connect(config.cluster, progress=progress, input_path=config.input.path,
+                     announce=progress or on_pass is not None):  # the dashboard link
             timings["cluster_start"] = time.perf_counter() - start
             source = as_data(config.input.path, **_source_kwargs(config))
             begin = time.perf_counter()
