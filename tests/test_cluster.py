@@ -604,14 +604,14 @@ def test_connect__dashboard_default_is_a_free_loopback_port_printed_with_the_run
         for link in links:  # the printed link answers
             with urllib.request.urlopen(link, timeout=10) as page:  # bokeh's status page
                 assert b"bokeh" in page.read().lower()
-    printed = [ln for ln in capsys.readouterr().out.splitlines() if "dashboard" in ln]
+    printed = [ln for ln in capsys.readouterr().err.splitlines() if "dashboard" in ln]
     assert sorted(printed) == sorted(f"Dask dashboard: {a}" for a in links)
     with connect(LocalClusterConfig(n_workers=1, processes=False, dashboard=False)) as off:
         port = off.scheduler_info()["services"]["dashboard"]  # the HTTP server's name
         assert _http_hosts(off) == {"127.0.0.1"}  # health pages only, on loopback
         with pytest.raises(urllib.error.HTTPError, match="404"):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=10)
-    assert "dashboard" not in capsys.readouterr().out.lower()
+    assert "dashboard" not in str(capsys.readouterr()).lower()
 
 
 @pytest.mark.parametrize(("value", "rule"), [

@@ -199,6 +199,9 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
                 f"Could not start the {kind} cluster: {type(exc).__name__}: {exc}"
             ) from None
         where = f"the {kind} cluster ({client.scheduler.address})"
+        if isinstance(config, SlurmClusterConfig) and config.adaptive is not None \
+                and config.adaptive.minimum == 0:
+            return client, where  # no job before there is work: the first pass asks for them
     _wait_for_workers(client, config.timeout, where)
     return client, where
 
@@ -393,12 +396,14 @@ def _check_worker_memory(client: Any) -> None:
 
 @contextlib.contextmanager
 def connect(
-    config: AnyCluster, *, progress: bool = True, input_path: str | None = None
+    config: AnyCluster, *, progress: bool = True, input_path: str | None = None,
+    announce: bool | None = None,
 ) -> Iterator[Any]:
     """Open the configured cluster and route computations through it; yields the client.
 
     With ``input_path`` (a local path), every worker of a remote cluster is first asked whether
     it sees that path, so a missing shared file system is one clear error, not a task failure.
+    ``announce`` (default: ``progress``) prints the dashboard's link on stderr.
     """
     levels: dict[str, int] = {}
 
@@ -414,7 +419,7 @@ def connect(
     try:
         with contextlib.ExitStack() as stack:
             client, where = _open(config, stack)
-            if progress:
+            if progress if announce is None else announce:
                 _announce_dashboard(client, config)
             if input_path is not None and not isinstance(config, LocalClusterConfig):
                 _check_input_reachable(client, input_path)
@@ -442,11 +447,12 @@ def _announce_dashboard(client: Any, config: AnyCluster) -> None:
             link = _dashboard_link(client, config)
             if importlib.util.find_spec("bokeh") is None:
                 link += " (its pages need bokeh: pip install 'dppca_dask[dashboard]')"
-            print(f"Dask dashboard: {link}")
+            print(f"Dask dashboard: {link}", file=sys.stderr)
         return
     with contextlib.suppress(Exception):  # informative only
         if "dashboard" in client.scheduler_info().get("services", {}):
-            print(f"Dask dashboard (if the scheduler serves one): {client.dashboard_link}")
+            print(f"Dask dashboard (if the scheduler serves one): {client.dashboard_link}",
+                  file=sys.stderr)
 
 
 def _dashboard_link(client: Any, config: LocalClusterConfig | SlurmClusterConfig) -> str:

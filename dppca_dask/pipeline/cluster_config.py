@@ -313,8 +313,9 @@ class SlurmClusterConfig(_Dashboard):
 
     Unset keys fall back to dask-jobqueue's own configuration (``jobqueue.slurm`` in
     ``~/.config/dask/jobqueue.yaml``; see ``deploy/slurm/jobqueue.yaml``). ``n_jobs`` fixed jobs
-    (default 1) or ``adaptive`` bounds; ``timeout`` bounds the wait for the first worker.
-    ``interface`` is the network interface the scheduler (in the driver) and the workers
+    (default 1) or ``adaptive`` bounds; ``timeout`` bounds the wait for the first worker (with
+    ``adaptive: {minimum: 0}`` no job runs before the first pass asks for workers, so there is no
+    such wait). ``interface`` is the network interface the scheduler (in the driver) and the workers
     advertise and listen on, e.g. ``ib0``; ``lo`` on a single node where only loopback traffic
     may flow (the CI cluster of ``deploy/slurm/ci-cluster.sh``). Without it the scheduler
     advertises the host's first non-loopback address. ``dashboard`` is the scheduler's dashboard
