@@ -242,7 +242,7 @@ def check_matrix_memory(p: int, owner: str, *, available: int | None = None) -> 
     """
     need = MATRIX_COPIES * 8 * p * p
     if available is None:
-        import psutil  # a dependency of distributed
+        import psutil  # type: ignore[import-untyped]  # a dependency of distributed
 
         available = int(psutil.virtual_memory().available)
     if need > available:
