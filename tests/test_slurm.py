@@ -1,7 +1,7 @@
 """``cluster.kind: slurm`` against a real SLURM controller, never a stand-in.
 
 ``.ci/run`` starts a single-node cluster on 127.0.0.1 (``deploy/slurm/ci-cluster.sh start``,
-stopped at exit) and exports ``SLURM_CONF`` and ``DPPCA_REQUIRE_SLURM=1``: there a missing
+stopped at exit) and exports ``SLURM_CONF`` and ``CI_REQUIRE_SLURM=1``: there a missing
 controller fails these tests. Elsewhere they are skipped, with the reason, only when no controller
 answers (no ``sinfo``/``sbatch``, no config, or ``sinfo`` fails). Worker jobs are real batch jobs
 running ``dask worker`` with this interpreter; every test checks that no job of its own is left
@@ -45,9 +45,10 @@ def _no_controller() -> str | None:
                if shutil.which(cmd) is None]
     if missing:
         return f"no SLURM client on the PATH ({', '.join(missing)})"
-    conf = os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
-    if not os.path.isfile(conf):  # never call a client without its config: it retries for 60 s
-        return f"SLURM_CONF is unset and {conf} does not exist"
+    conf = os.environ.get("SLURM_CONF")
+    if not os.path.isfile(conf or "/etc/slurm/slurm.conf"):  # never call a client without its
+        return (f"SLURM_CONF={conf} does not exist" if conf  # config: it retries for 60 s
+                else "SLURM_CONF is unset and /etc/slurm/slurm.conf does not exist")
     try:
         done = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True,
                               timeout=30, check=False)
@@ -67,7 +68,7 @@ def controller() -> None:
         return
     message = (f"no SLURM controller answers: {reason} (start one with "
                "'deploy/slurm/ci-cluster.sh start' and export SLURM_CONF)")
-    if os.environ.get("DPPCA_REQUIRE_SLURM") == "1":
+    if os.environ.get("CI_REQUIRE_SLURM") == "1":
         pytest.fail(message)
     pytest.skip(message)
 

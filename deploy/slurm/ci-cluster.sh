@@ -10,6 +10,9 @@
 # Every command is idempotent. The generated slurm.conf, the PID files, the state/spool
 # directories and the logs live under $DPPCA_SLURM_CI_DIR (default ${TMPDIR:-/tmp}/dppca-slurm-ci);
 # nothing is written under /etc/slurm, so clients find this cluster only through SLURM_CONF.
+# Ports: 6817/6818 or the next free pair (DPPCA_SLURM_CTLD_PORT / DPPCA_SLURM_SLURMD_PORT), so a
+# second cluster with its own state directory can run beside one already there. The config
+# stays after `stop` (clients without their config would retry for 60 s; with it they fail fast).
 # Needs root (Debian packages, munged as the munge user, slurmd). Facts behind the settings:
 # issue #15.
 set -euo pipefail
@@ -17,8 +20,8 @@ set -euo pipefail
 STATE="${DPPCA_SLURM_CI_DIR:-${TMPDIR:-/tmp}/dppca-slurm-ci}"
 CONF="$STATE/slurm.conf"
 PIDS="$STATE/pids"                         # PID files written by this script (what it started)
-CTLD_PORT="${DPPCA_SLURM_CTLD_PORT:-6817}"
-SLURMD_PORT="${DPPCA_SLURM_SLURMD_PORT:-6818}"
+CTLD_PORT="${DPPCA_SLURM_CTLD_PORT:-}"        # default: 6817/6818, or the next free pair
+SLURMD_PORT="${DPPCA_SLURM_SLURMD_PORT:-}"
 HEADROOM_MIB="${DPPCA_SLURM_HEADROOM_MIB:-1024}"   # RealMemory above the detected memory DRAINs
 NODE="$(hostname -s)"
 export SLURM_CONF="$CONF"
@@ -75,8 +78,23 @@ start_munge() {
     die "munged did not answer (log: $STATE/log/munged.out)"
 }
 
+listening() { (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
+
+# two free ports on 127.0.0.1 from 6817 up (another cluster on this host keeps its own)
+pick_ports() {
+    local port=6817
+    if [ -z "$CTLD_PORT" ]; then
+        while listening "$port" || listening $(( port + 1 )); do port=$(( port + 2 )); done
+        CTLD_PORT=$port
+    fi
+    [ -n "$SLURMD_PORT" ] || SLURMD_PORT=$(( CTLD_PORT + 1 ))
+    ! listening "$CTLD_PORT" || die "port $CTLD_PORT (SlurmctldPort) is in use"
+    ! listening "$SLURMD_PORT" || die "port $SLURMD_PORT (SlurmdPort) is in use"
+}
+
 write_conf() {
     local mem_kib mem_mib cores cpus
+    pick_ports
     mem_kib="$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)"
     mem_mib=$(( mem_kib / 1024 - HEADROOM_MIB ))
     cores="$(nproc)"
