@@ -126,7 +126,7 @@ def test_cli_plan__touches_no_data_values(tmp_path, dataset):
         ({"loading": {"cpp_options": True}}, "'loading.cpp_options' is not a known setting"),
         ({"loading": {"pairs": "some"}}, "'loading.pairs'"),
         ({"loading": {"pair_block": 1}}, "'loading.pair_block'"),
-        ({"cluster": {"kind": "local", "n_workers": 0}}, "'cluster.n_workers' must be greater"),
+        ({"cluster": {"kind": "local", "n_workers": 0}}, "'cluster.local.n_workers' must be greater"),
         ({"cluster": {"kind": "moon"}}, "'cluster'"),
         ({"output": {"formats": ["csv"]}}, "'output.directory' is required"),
         ({"rng": "abc"}, "'rng'"),

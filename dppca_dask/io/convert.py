@@ -39,7 +39,7 @@ from dppca_dask.errors import DPPCAError, InputError, OutputExistsError, Paramet
 from dppca_dask.io.data import ColumnSpec, column_labels, default_chunk_rows, frame_columns
 from dppca_dask.io.duplicates import Duplicates, RowIndex
 from dppca_dask.io.identity import DATASET_ID_ATTR, check_output_location, stamp_dataset_id
-from dppca_dask.io.tables import open_table
+from dppca_dask.io.tables import CSV_OPTIONS, open_table
 
 __all__ = ["FORMATS", "convert", "write_frames"]
 
@@ -74,7 +74,7 @@ def _ncols(path: str, fmt: str) -> int:
 def _frames(path: str, fmt: str, rows: int) -> Iterator[pd.DataFrame]:
     """The file as data frames of at most ``rows`` rows each."""
     if fmt == "csv":
-        with pd.read_csv(path, chunksize=rows) as reader:
+        with pd.read_csv(path, chunksize=rows, **CSV_OPTIONS) as reader:  # exact floats
             yield from reader
     elif fmt == "parquet":
         yield from _parquet_frames(path)

@@ -365,7 +365,6 @@ an internal type name, not a config key; :func:`_describe` leaves it out."""
 _TYPE_ERRORS = frozenset({"float_type", "float_parsing", "int_type", "int_parsing", "list_type",
                           "dict_type", "string_type", "bool_type", "bool_parsing", "model_type",
                           "none_required", "model_attributes_type"})
-_CLUSTER_KINDS = frozenset({"local", "address", "slurm", "kubernetes"})
 _PARAMETER = re.compile(r"^The '(\w+)' parameter of (\w+) (must .*)$", re.DOTALL)
 
 
@@ -385,8 +384,6 @@ def _describe(exc: ValidationError) -> str:
     grouped: dict[str, list[Any]] = {}
     for err in exc.errors():
         parts = [str(p) for p in err["loc"] if not (isinstance(p, str) and _UNION_TAG.search(p))]
-        if len(parts) > 1 and parts[0] == "cluster" and parts[1] in _CLUSTER_KINDS:
-            del parts[1]  # the union's tag (cluster.kind), not a key
         grouped.setdefault(".".join(parts) or "<root>", []).append(err)
     # a union member that matched the value's type says more than the members that did not
     specific = {k for k, errs in grouped.items() if any(e["type"] not in _TYPE_ERRORS
@@ -493,7 +490,8 @@ def _parse_value(text: str, where: str) -> Any:
     try:
         value = safe_load_unique(text) if text.strip() else None
     except (ConfigError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{where}: the value is not valid YAML ({exc}).") from None
+        raise ConfigError(f"{where}: the value is not valid YAML "
+                          f"({' '.join(str(exc).split())}).") from None
     return float(value) if isinstance(value, str) and _NUMBER.match(value) else value
 
 
@@ -555,7 +553,23 @@ def _known_keys(node: Any, path: tuple[str, ...]) -> list[str]:
             model = next((a for a in get_args(model) if isinstance(a, type)
                           and issubclass(a, BaseModel)), None)
     keys += list(getattr(model, "model_fields", {}) if isinstance(model, type) else {})
-    return keys
+    return keys + _control_parameters(path)
+
+
+def _control_parameters(path: tuple[str, ...]) -> list[str]:
+    """The parameter names of the control a mapping at ``path`` holds (``C_clip``, ...)."""
+    import inspect
+
+    from dppca_dask.pca import scree_controls
+
+    factory: Any = None
+    if len(path) == 3 and path[:2] in (("scree", "controls"), ("pca", "scree_control")):
+        factory = getattr(scree_controls, f"{path[2]}_control", None)
+    elif path == ("covariance", "control"):
+        from dppca_dask.covariance.pace_ggm import pace_ggm_control
+
+        factory = pace_ggm_control
+    return list(inspect.signature(factory).parameters) if callable(factory) else []
 
 
 def apply_overrides(data: dict[str, Any], overrides: Sequence[Override]) -> dict[str, Any]:
@@ -662,7 +676,8 @@ def load_config(path: str | os.PathLike[str], *, overrides: Sequence[str] = (),
                  if f"'{c.dotted.lower()}" in text or f"'{c.key[0].lower()}'" in text]
         if not named:
             raise
-        raise ConfigError(f"{exc} (set by {', '.join(dict.fromkeys(named))})") from None
+        raise ConfigError(f"{str(exc).rstrip('.')} (set by {', '.join(dict.fromkeys(named))})."
+                          ) from None
 
 
 def dump_config(config: RunConfig, *, task_only: bool = False) -> str:
