@@ -1,9 +1,11 @@
 """The deploy/ files: container image, docker compose, Kubernetes manifests, SLURM.
 
-No Docker engine, Kubernetes cluster or SLURM controller is available in CI, so these tests check
-what can be checked without them: every file parses, the keys the tools require are there, the
-names the files use for each other (services, volumes, claims, config maps, the scheduler
+These tests check the files statically: every file parses, the keys the tools require are there,
+the names the files use for each other (services, volumes, claims, config maps, the scheduler
 Service) match, and every run config shipped in deploy/ is a valid config for the right cluster.
+The SLURM files also run for real in tests/test_slurm.py (against deploy/slurm/ci-cluster.sh's
+controller) and the image in deploy/test-image.sh (the pre-release check); Kubernetes is only
+checked here.
 """
 
 from __future__ import annotations
@@ -57,7 +59,11 @@ def test_dockerfile__installs_the_package_and_runs_the_cli():
     known = {"FROM", "RUN", "COPY", "ADD", "ENV", "ARG", "WORKDIR", "USER", "EXPOSE",
              "ENTRYPOINT", "CMD", "LABEL", "HEALTHCHECK", "VOLUME", "SHELL", "STOPSIGNAL"}
     assert {name for name, _ in steps} <= known
-    assert steps[0][0] == "FROM" and re.match(r"python:3\.1[1-9]", steps[0][1])
+    # the base is an argument (deploy/test-image.sh passes a debootstrap image), python by default
+    assert steps[0][0] == "ARG" and re.match(r"BASE_IMAGE=python:3\.1[1-9]", steps[0][1])
+    assert steps[1] == ("FROM", "${BASE_IMAGE}")
+    # no `# syntax=` line: BuildKit would pull that frontend image from a registry
+    assert not (DEPLOY / "Dockerfile").read_text().startswith("# syntax")
     assert any(name == "RUN" and 'pip install ".${EXTRAS}"' in args for name, args in steps)
     copies = [args.split() for name, args in steps if name == "COPY"]
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
@@ -302,6 +308,37 @@ def test_slurm__job_script_renders_with_dask_jobqueue():
         script = c.job_script()
     assert "#SBATCH --cpus-per-task=8" in script and "#SBATCH -t 02:00:00" in script
     assert 'source "$HOME/venvs/dppca/bin/activate"' in script
+
+
+def test_slurm__ci_cluster_script_is_valid_bash():
+    script = DEPLOY / "slurm" / "ci-cluster.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    assert os.access(script, os.X_OK)
+    text = script.read_text()
+    for key in ("SlurmctldHost=$NODE(127.0.0.1)", "NodeAddr=127.0.0.1", "SlurmUser=root",
+                "AuthType=auth/munge", "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none", "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core_Memory", "ReturnToService=2",
+                "SlurmdParameters=config_overrides", "slurmctld -D -c"):
+        assert key in text, key
+    usage = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    assert usage.returncode == 2 and "start|check|stop" in usage.stderr
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "deploy/slurm/ci-cluster.sh start" in ci and "ci-cluster.sh stop" in ci
+    assert 'pip install -e ".[test]" && mypy dppca_dask && pytest' in ci
+
+
+def test_image_check_script__host_network_only():
+    script = DEPLOY / "test-image.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    assert os.access(script, os.X_OK)
+    text = script.read_text()
+    assert "--bridge=none --iptables=false --ip6tables=false --ip-masq=false" in text
+    assert "DOCKER_BUILDKIT=0 docker build --network host" in text
+    assert "debootstrap --variant=minbase" in text and "docker import" in text
+    runs = [line for line in text.splitlines() if re.search(r"docker run\b", line)]
+    assert runs and all("--network host" in line or "in_image()" in line for line in runs), runs
+    assert "docker network" not in text  # never a bridge network
 
 
 # ---------------------------------------------------------------- README
