@@ -296,8 +296,9 @@ def test_slurm__jobqueue_config_and_run_config():
     assert cfg.cluster.kind == "slurm" and cfg.cluster.n_jobs == 4
 
 
-def test_slurm__job_script_renders_with_dask_jobqueue():
+def test_slurm__job_script_renders_with_dask_jobqueue(tmp_path, monkeypatch):
     jobqueue = pytest.importorskip("dask_jobqueue")
+    monkeypatch.chdir(tmp_path)  # SLURMCluster creates its log-directory (dask-logs) here
     import dask
 
     site = yaml.safe_load((DEPLOY / "slurm" / "jobqueue.yaml").read_text())["jobqueue"]["slurm"]
