@@ -52,7 +52,7 @@ Sensitivity: TypeAlias = Literal["seed", "tight"]
 Pairs: TypeAlias = Literal["all", "blocks"]
 PairsOption: TypeAlias = Literal["all", "blocks", "auto"]
 """``"auto"``: all pairs while the all-pairs work is small, blocks above (from n and p only)."""
-CovarianceMethod: TypeAlias = Literal["pace_ggm", "ssp", "diagonal"]
+CovarianceMethod: TypeAlias = Literal["pace_ggm", "ssp", "diagonal", "auto"]
 CovarianceClip: TypeAlias = Literal["box", "row"]
 
 

@@ -140,22 +140,40 @@ def _slurm_cluster(base: Path, job_name: str, **extra: object) -> dict:
 
 
 class _Driver:
-    """``dppca-dask run`` as a subprocess; its output is read as it comes."""
+    """``dppca-dask run`` as a subprocess; its output is read as it comes. With ``tty`` its
+    stdin/stdout/stderr are a pseudo-terminal, so it runs with the progress bar, as a user's."""
 
-    def __init__(self, config: Path, *flags: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dppca_dask.cli", "run", str(config), *flags],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True, cwd=config.parent, start_new_session=True,
-        )
+    def __init__(self, config: Path, *flags: str, tty: bool = False) -> None:
+        command = [sys.executable, "-m", "dppca_dask.cli", "run", str(config), *flags]
+        if tty:
+            self._master, slave = os.openpty()
+            self.proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave,
+                                         cwd=config.parent, start_new_session=True)
+            os.close(slave)
+        else:
+            self._master = None
+            self.proc = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, cwd=config.parent, start_new_session=True)
         self.chunks: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for chunk in iter(lambda: self.proc.stdout.read(256), ""):
-            self.chunks.append(chunk)
+        if self._master is None:
+            assert self.proc.stdout is not None
+            for chunk in iter(lambda: self.proc.stdout.read(256), b""):
+                self.chunks.append(chunk.decode(errors="replace"))
+            return
+        while True:
+            try:
+                chunk = os.read(self._master, 4096)
+            except OSError:  # EIO: the terminal's last writer has gone
+                break
+            if not chunk:
+                break
+            self.chunks.append(chunk.decode(errors="replace"))
+        os.close(self._master)
 
     def finish(self, timeout: float = 300) -> tuple[int, str]:
         try:
@@ -204,14 +222,15 @@ def _job_logs(base: Path) -> list[Path]:
 def test_run__slurm_cluster_equals_local_cluster(tmp_path, shared, job_name):
     cfg = _config(tmp_path, shared["data"], "slurm",
                   _slurm_cluster(tmp_path, job_name, n_jobs=2))
-    code, out = _Driver(cfg).finish()  # with the progress bar, as a user runs it
+    code, out = _Driver(cfg, tty=True).finish()  # on a terminal: with the progress bar
     assert code == 0, out
     _same_release(tmp_path / "slurm", shared["reference"])
     assert _ledger_kinds(tmp_path / "slurm.ledger.sqlite") == ["reserve", "release"]
     assert len(_job_logs(tmp_path)) == 2  # two real batch jobs ran the workers
     # the dashboard on a free loopback port, printed; no CancelledError traceback from the
     # scheduler (it runs in the driver) when the progress bar's feed closes
-    assert re.search(r"^Dask dashboard: http://127\.0\.0\.1:\d+/status$", out, re.MULTILINE), out
+    assert "% Completed" in out, out  # the progress bar ran (its feed stream was open)
+    assert re.search(r"^Dask dashboard: http://127\.0\.0\.1:\d+/status\r?$", out, re.MULTILINE), out
     assert ":8787/" not in out
     assert "Traceback" not in out and "CancelledError" not in out, out
 

@@ -255,7 +255,7 @@ class CovarianceConfig(_Model):
     :func:`~dppca_dask.pace_ggm_control` (method ``pace_ggm``) or ``{psd: bool}`` (``ssp``).
     """
 
-    method: Literal["pace_ggm", "ssp", "diagonal"] = "pace_ggm"
+    method: Literal["pace_ggm", "ssp", "diagonal", "auto"] = "pace_ggm"
     bounds: (Annotated[float, Field(gt=0, allow_inf_nan=False)]
              | list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]
              | dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]])

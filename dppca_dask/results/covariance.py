@@ -35,7 +35,8 @@ from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_
 
 __all__ = ["CovarianceResult", "CovarianceSummary", "build_covariance_result"]
 
-_TITLES = {"pace_ggm": "PACE-GGM", "ssp": "SSP", "diagonal": "diagonal"}
+_TITLES = {"pace_ggm": "PACE-GGM", "ssp": "SSP", "diagonal": "diagonal",
+           "auto": "SSP + shrinkage"}
 
 
 def _r(value: float) -> str:
