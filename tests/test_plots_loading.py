@@ -45,7 +45,7 @@ def test_plot_loading__default_panels_and_artists(fit):
     out = fit.plot()
     assert isinstance(out, LoadingPlot) and out.loading is fit
     assert [out.axes[k].get_title() for k in ("vector", "point", "heatmap")] == [
-        "Loading Vectors", "Loading Points", "Loading Heatmap"]
+        "Loading vectors", "Loading points", "Loading heatmap"]
     vec = out.axes["vector"]
     assert len(_arrows(vec)) == 5
     assert any(isinstance(p, Circle) and p.get_radius() == 1.0 for p in vec.patches)

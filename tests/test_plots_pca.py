@@ -50,7 +50,8 @@ def test_plot_pca__ungrouped_score_and_biplot(plain):
     out = plain.plot(rng=3)
     assert isinstance(out, PCAPlot) and out.fit is plain
     score, biplot = out.axes["score"]["add"], out.axes["biplot"]["add"]
-    assert score.get_title() == "Add Sample (Uniform)" and biplot.get_title() == "Add Biplot"
+    assert _t(score) == "Uniform sample of the Gaussian histogram"
+    assert _t(biplot) == "Biplot: uniform sample of the Gaussian histogram"
     assert len(out.samples["add"]) == 600
     frame = plain.score.frame
     for ax in (score, biplot):  # the private frame, exactly
@@ -71,16 +72,19 @@ def test_plot_pca__ungrouped_score_and_biplot(plain):
     np.testing.assert_allclose(np.arctan2(df["y1"] - df["y0"], df["x1"] - df["x0"]),
                                np.arctan2(v[:, 1], v[:, 0]))
     assert out.group_colors is None and out.figure.legends == []
-    assert not out.figure.get_supxlabel()  # nothing non-private shown
+    footer = out.figure.get_supxlabel()  # the caption line only: nothing non-private shown
+    assert "not a private release" not in footer and "n = " in footer and "k = " in footer
 
 
 def test_plot_pca__grouped_with_references(grouped_ref):
     out = grouped_ref.plot(rng=4)
     targets = ("nonprivate", "add", "sparse")
     assert list(out.axes["score"]) == list(targets) == list(out.axes["biplot"])
-    titles = [out.axes["score"][t].get_title() for t in targets]
-    assert titles == ["Non-private Scores", "Add Sample (Uniform)", "Sparse Sample (Uniform)"]
-    assert out.axes["biplot"]["nonprivate"].get_title() == "Non-private Biplot"
+    titles = [_t(out.axes["score"][t]) for t in targets]
+    assert titles == ["Non-private scores (not private)",
+                      "Uniform sample of the Gaussian histogram",
+                      "Uniform sample of the sparse (stability) histogram"]
+    assert _t(out.axes["biplot"]["nonprivate"]) == "Biplot: non-private scores (not private)"
     # sample_size None: the non-private panels show the observed scores.
     observed = grouped_ref.score.observed_scores
     np.testing.assert_array_equal(out.samples["nonprivate"][["pc_x", "pc_y"]], observed[["pc_x",
@@ -102,7 +106,8 @@ def test_plot_pca__grouped_with_references(grouped_ref):
 
 def test_plot_pca__explicit_size_samples_the_reference_histogram(grouped_ref):
     out = grouped_ref.plot(sampling=sampling_control("center", sample_size=90), rng=5)
-    assert out.axes["score"]["nonprivate"].get_title() == "Non-private Sample (Center)"
+    assert _t(out.axes["score"]["nonprivate"]) == (
+        "Center sample of the non-private histogram (not private)")
     assert {t: len(s) for t, s in out.samples.items()} == {"nonprivate": 90, "add": 90,
                                                            "sparse": 90}
     assert list(out.samples["add"]["group"].value_counts().sort_index()) == [30, 30, 30]
@@ -111,7 +116,7 @@ def test_plot_pca__explicit_size_samples_the_reference_histogram(grouped_ref):
 def test_plot_pca__combined_figure_of_a_run(grouped_ref):
     out = plot_pca(grouped_ref, panels="all", rng=6)
     assert out.axes["scree"].get_title() == "DP PVE Plot"
-    assert out.axes["loading"].get_title() == "Loading Vectors"
+    assert out.axes["loading"].get_title() == "Loading vectors"
     assert len(_arrows(out.axes["loading"])) == 8  # private and dashed reference
     again = plot_pca(grouped_ref, panels=["biplot"], samples=out.samples)
     assert list(again.axes) == ["biplot"] and again.samples["add"] is out.samples["add"]
@@ -137,3 +142,7 @@ def test_biplot_arrows__zero_directions_stay_at_the_centre():
 def test_plot_pca__save_png(plain, tmp_path):
     plain.plot(rng=1).save(str(tmp_path / "p.png"), dpi=30)
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _t(ax):
+    return ax.get_title().replace("\n", " ")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import matplotlib
 import numpy as np
 import pytest
-from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
 
 from dppca_dask import privacy_control
@@ -38,43 +37,64 @@ def reference_fit(clustered):
 
 
 def _titles(out: ScorePlot) -> list[str]:
-    return [ax.get_title() for ax in out.figure.axes]
+    return [ax.get_title().replace("\n", " ").replace("- ", "-") for ax in out.figure.axes
+            if ax.get_title()]
 
 
 def test_plot_score__full_grid_with_references(reference_fit):
+    # grouped: the scores first, then small multiples (one panel per group) per histogram,
+    # then one sample row per sampling method; no blank cell anywhere
     out = reference_fit.plot(sampling=sampling_control(["center", "uniform"]), rng=2)
-    assert _titles(out) == [
-        "Non-private Histogram", "Add DP Histogram", "Sparse DP Histogram",
-        "Non-private Scatter", "Non-private Sample (Center)", "Add Sample (Center)",
-        "Sparse Sample (Center)",
-        "Non-private Sample (Uniform)", "Add Sample (Uniform)", "Sparse Sample (Uniform)",
-    ]
-    spec = out.axes["add"].get_subplotspec()
-    assert (spec.rowspan.start, spec.colspan.start) == (0, 2)  # first cell of row 0 is blank
-    assert out.axes["scatter"].get_subplotspec().rowspan.start == 1
+    hist = [f"{name}: group {g}" for name in ("Non-private histogram (not private)",
+                                              "Gaussian histogram",
+                                              "Sparse (stability) histogram")
+            for g in ("left", "right", "top")]
+    samples = [f"{m} sample of the {name}" for m in ("Center", "Uniform")
+               for name in ("non-private histogram (not private)", "Gaussian histogram",
+                            "sparse (stability) histogram")]
+    assert _titles(out) == ["Non-private scores (not private)", *hist, *samples]
+    assert set(out.axes["add"]) == {"left", "right", "top"}
+    assert out.axes["scatter"].get_subplotspec().rowspan.start == 0
+    drawn = [ax for ax in out.figure.axes if ax is not out.axes["colorbar"]]
+    assert all(ax.has_data() for ax in drawn)  # no empty panels
     assert set(out.samples) == {"nonprivate", "add", "sparse"}
     assert set(out.axes["sample"]["add"]) == {"center", "uniform"}
     assert len(out.samples["add"]["uniform"]) == 900
+    assert "not a private release" in out.figure.get_supxlabel()
+    assert "n = 900" in out.figure.get_supxlabel() and "ε = 4" in out.figure.get_supxlabel()
 
 
-def test_plot_score__histogram_only_row(reference_fit):
-    out = reference_fit.plot(private_plot="histogram", rng=2)
-    assert _titles(out) == ["Non-private Scatter", "Non-private Histogram", "Add DP Histogram",
-                            "Sparse DP Histogram"]
+def test_plot_score__histogram_only_row(clustered):
+    x, _ = clustered
+    fit = dp_score(x, privacy=PC, V_dp=np.eye(3), method=("add", "sparse", "geometric"),
+                   non_private=True, bins=(10, 10), rng=1)
+    out = fit.plot(private_plot="histogram", rng=2)
+    assert _titles(out) == ["Non-private scores (not private)",
+                            "Non-private histogram (not private)", "Gaussian histogram",
+                            "Sparse (stability) histogram",
+                            "Geometric (two-sided geometric) histogram"]
     assert out.samples == {}
+    assert out.axes["colorbar"].get_ylabel() == "cell probability"
 
 
 def test_plot_score__private_only_without_references(clustered):
     x, groups = clustered
     fit = dp_score(x, privacy=PC, V_dp=np.eye(3), group=groups, rng=3)
     out = fit.plot(rng=4)
-    assert _titles(out) == ["Add DP Histogram", "Add Sample (Uniform)"]
+    assert _titles(out) == ["Gaussian histogram: group left", "Gaussian histogram: group right",
+                            "Gaussian histogram: group top",
+                            "Uniform sample of the Gaussian histogram"]
     assert not any("Non-private" in t for t in _titles(out))
+    assert "not a private release" not in out.figure.get_supxlabel()
+    # the group legend is on by default, as in the CLI and dp_pca plots
+    assert [t.get_text() for t in out.figure.legends[0].get_texts()] == ["left", "right", "top"]
 
 
 def test_plot_score__frame_limits_aspect_and_labels(reference_fit):
     out = reference_fit.plot(private_plot=("histogram",), rng=0)
     for ax in out.figure.axes:
+        if ax is out.axes["colorbar"]:
+            continue
         assert ax.get_xlim() == pytest.approx(reference_fit.frame.xlim, abs=0)
         assert ax.get_ylim() == pytest.approx(reference_fit.frame.ylim, abs=0)
         assert ax.get_aspect() == 1.0
@@ -82,18 +102,18 @@ def test_plot_score__frame_limits_aspect_and_labels(reference_fit):
         assert ax.title.get_fontweight() == "bold"
 
 
-def test_plot_score__alpha_maps_pooled_probabilities(reference_fit):
+def test_plot_score__colour_maps_pooled_probabilities(reference_fit):
     out = reference_fit.plot(private_plot="histogram", rng=0)
-    ax = out.axes["add"]
-    collections = [c for c in ax.collections if isinstance(c, PolyCollection)]
-    assert len(collections) == 3  # one per group
-    alphas = np.concatenate([c.get_facecolors()[:, 3] for c in collections])
-    assert alphas.max() == pytest.approx(1.0)
+    images = [ax.images[0] for ax in out.axes["add"].values()]
+    assert len(images) == 3  # one small multiple per group
     probs = reference_fit.probability.sel(mechanism="add").values
-    expected = (probs - probs.min()) / (probs.max() - probs.min())
-    assert np.sort(alphas) == pytest.approx(np.sort(expected[expected > 0]))
-    colours = [to_hex(c.get_facecolors()[0][:3]).upper() for c in collections]
-    assert colours == hcl_palette(3)
+    np.testing.assert_array_equal(images[1].get_array(), probs[1])
+    pooled = [reference_fit._grid(t) for t in ("nonprivate", "add", "sparse")]
+    norm = images[0].norm
+    assert (norm.vmin, norm.vmax) == (min(g.min() for g in pooled), max(g.max() for g in pooled))
+    cmap = images[0].get_cmap()
+    assert to_hex(cmap(0.0)) == "#ffffff"  # white at the minimum, the colour at the maximum
+    assert to_hex(cmap(1.0)).upper() == "#6A5ACD"
 
 
 def test_plot_score__samples_equal_fit_sample(reference_fit):
@@ -106,7 +126,7 @@ def test_plot_score__samples_equal_fit_sample(reference_fit):
 
 
 def test_plot_score__saves_png(tmp_path, reference_fit):
-    path = reference_fit.plot(rng=1, control={"show_group_legend": True}).save(
+    path = reference_fit.plot(rng=1).save(
         str(tmp_path / "score.png"), dpi=40)
     data = open(path, "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
@@ -158,5 +178,35 @@ def test_plot_score__bad_arguments(reference_fit):
 def test_plot_score__custom_titles_and_labels(reference_fit):
     out = reference_fit.plot(private_plot="histogram", rng=0,
                              control=score_plot_control(titles={"add": "Noisy"}, xlab="first"))
-    assert "Noisy" in _titles(out)
-    assert out.axes["add"].get_xlabel() == "first"
+    assert "Noisy: group left" in _titles(out)
+    assert out.axes["add"]["left"].get_xlabel() == "first"
+
+
+def test_plot_score__wide_frame_keeps_panel_size_without_equal_aspect():
+    # a frame 100x wider than tall: no forced 1:1 aspect, the panels keep their minimum size
+    rng = np.random.default_rng(3)
+    x = np.column_stack([rng.normal(0, 100, 2000), rng.normal(0, 1, 2000),
+                         rng.normal(0, 0.1, 2000)])
+    fit = dp_score(x, privacy=PC, V_dp=np.eye(3), bins=(8, 8), rng=2)
+    out = fit.plot(rng=1)
+    fig = out.figure
+    fig.draw_without_rendering()
+    for ax in (out.axes["add"], out.axes["sample"]["add"]["uniform"]):
+        assert ax.get_aspect() == "auto"
+        box = ax.get_window_extent()
+        assert min(box.width, box.height) / fig.dpi >= 2.0
+
+
+def test_plot_score__largest_allowed_grid_draws_quickly():
+    import io
+    import time
+
+    from dppca_dask.pca.histograms import cell_limit
+
+    x = np.random.default_rng(4).normal(size=(3000, 3))
+    m = int(np.sqrt(cell_limit(3000)))  # 438 x 438: about the limit for n = 3000
+    fit = dp_score(x, privacy=PC, V_dp=np.eye(3), bins=(m, m), rng=2)
+    start = time.perf_counter()
+    fit.plot(private_plot="histogram").figure.savefig(io.BytesIO(), dpi=150)
+    assert time.perf_counter() - start < 20.0  # one polygon per cell took minutes at this size
+

@@ -44,11 +44,18 @@ def test_plot__pve_series_styles_and_limits(fits):
     np.testing.assert_allclose(lines["Clipped"].get_ydata(), fit.pve.values[0])
     assert list(lines["Huber"].get_xdata()) == [1, 2, 3]
     assert ax.get_title() == "DP PVE Plot" and ax.get_xlabel() == "Component"
-    assert ax.get_ylabel() == "Proportion of Variance Explained"
+    # the PVE is a share of the k released components' variance, and the axis says so
+    assert ax.get_ylabel() == f"Share of the variance of the\nk = {fit.k} released components"
     assert ax.get_xticks().tolist() == [1, 2, 3]
     assert ax.get_ylim() == pytest.approx(scree_ylim(fit.pve.values, pve=True))
     assert ax.get_legend().get_frame_on() is False
-    assert not fig.texts  # no non-private curve: nothing to flag
+    # the caption line (n, eps, delta, k); no non-private curve: nothing to flag
+    assert fig.texts == [fig._supxlabel]
+    assert fig.get_supxlabel() == f"n = 300 · ε = 4 · δ = 1e-05 · k = {fit.k} released components"
+    fig.draw_without_rendering()  # the footer sits below the x-axis label, not over it
+    renderer = fig._get_renderer()
+    assert fig._supxlabel.get_window_extent(renderer).y1 <= ax.xaxis.label.get_window_extent(
+        renderer).y0
 
 
 def test_plot__scree_with_nonprivate_reference_flagged(fits, tmp_path):
@@ -60,8 +67,8 @@ def test_plot__scree_with_nonprivate_reference_flagged(fits, tmp_path):
     assert lines["Huber"].get_color() == "purple"
     np.testing.assert_allclose(lines["Non-private (not private)"].get_ydata(),
                                fit.nonprivate["scree"].values)
-    assert ax.get_title() == "Mine" and ax.get_ylabel() == "Scree Value"
-    assert "not a private release" in fig.texts[0].get_text()
+    assert ax.get_title() == "Mine" and ax.get_ylabel() == "Scree value"
+    assert "not a private release" in fig.get_supxlabel()
     for fmt in ("png", "svg"):
         fig.savefig(tmp_path / f"s.{fmt}")
         assert (tmp_path / f"s.{fmt}").stat().st_size > 1000

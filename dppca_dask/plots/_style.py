@@ -15,7 +15,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["figure", "group_colors", "hcl_color", "hcl_palette", "style_panel"]
+__all__ = ["ASPECT_FACTOR", "MECHANISM_NAMES", "MIN_PANEL", "mechanism_title", "wrap_title", "caption_line", "figure", "footer", "frame_panel",
+           "group_colors", "hcl_color", "hcl_palette", "keep_inside", "style_panel"]
+
+ASPECT_FACTOR = 3.0
+"""Score and biplot panels keep a 1:1 aspect only while the frame's radii differ by at most this
+factor; a wider (or taller) frame gets panels of a bounded shape and independent axis scales, so
+that a frame 10x wider than tall is not drawn as a strip (issue 17)."""
+
+MIN_PANEL = 2.6
+"""The smallest side, in inches, of a score, biplot or histogram panel."""
 
 _WHITE_U, _WHITE_V = 0.1978398, 0.4683363
 
@@ -86,6 +95,104 @@ def figure(width: float, height: float) -> Any:
     return Figure(figsize=(width, height), layout="constrained")
 
 
+MECHANISM_NAMES = {"nonprivate": "non-private histogram", "add": "Gaussian histogram",
+                   "sparse": "sparse (stability) histogram",
+                   "geometric": "geometric (two-sided geometric) histogram"}
+"""Histogram mechanisms spelled out for titles (the non-private one is marked "not private")."""
+
+
+def mechanism_title(target: str) -> str:
+    """The histogram's name with a capital first letter ("Gaussian histogram", ...)."""
+    name = MECHANISM_NAMES[target]
+    name = name[0].upper() + name[1:]
+    return f"{name} (not private)" if target == "nonprivate" else name
+
+
+def wrap_title(text: str, width_in: float, size: float) -> str:
+    """``text`` broken into lines that fit ``width_in`` inches at font ``size`` (bold)."""
+    import textwrap
+
+    chars = max(8, int(width_in * 72.0 / (0.62 * size)))
+    return "\n".join(textwrap.wrap(text, chars, break_long_words=False, break_on_hyphens=False)) or text
+
+
+def frame_panel(xlim: Sequence[float], ylim: Sequence[float], size: float
+                ) -> tuple[float, float, bool]:
+    """(width, height, equal aspect) in inches of a panel showing the frame ``xlim`` x ``ylim``.
+
+    Radii within :data:`ASPECT_FACTOR` of each other: the frame's own shape at 1:1 aspect, the
+    longer side ``size``. Otherwise the shape is bounded at 1.6:1 (or 1:1.6) and the axes scale
+    independently. No side is below :data:`MIN_PANEL`.
+
+    Examples
+    --------
+    >>> frame_panel((-1, 1), (-1, 1), 3.4)
+    (3.4, 3.4, True)
+    >>> frame_panel((-2162, 3.3), (-66, 112), 3.4)
+    (4.16, 2.6, False)
+    """
+    wx, wy = float(xlim[1] - xlim[0]), float(ylim[1] - ylim[0])
+    ratio = wy / wx if wx > 0 else 1.0  # height / width
+    equal = 1.0 / ASPECT_FACTOR <= ratio <= ASPECT_FACTOR
+    if not equal:
+        ratio = 1.0 / 1.6 if ratio < 1 else 1.6
+    size = max(size, MIN_PANEL)
+    w, h = (size, size * ratio) if ratio <= 1 else (size / ratio, size)
+    if min(w, h) < MIN_PANEL:
+        grow = MIN_PANEL / min(w, h)
+        w, h = w * grow, h * grow
+    return round(w, 2), round(h, 2), equal
+
+
+def caption_line(meta: Mapping[str, Any], *, k: int | None = None) -> str:
+    """The figure's caption line: n, the release's (ε, δ) (ρ for zCDP) and k when given.
+
+    Examples
+    --------
+    >>> caption_line({"n": 5000, "privacy": {"total": {"eps": 1.0, "delta": 1e-05}}}, k=10)
+    'n = 5,000 · ε = 1 · δ = 1e-05 · k = 10 released components'
+    """
+    from dppca_dask._rformat import format_r_scalar
+
+    privacy = meta.get("privacy", {})
+    total = privacy.get("total", privacy)
+    parts = [f"n = {int(meta['n']):,}"]
+    if total.get("eps") is not None:
+        parts.append(f"ε = {format_r_scalar(float(total['eps']))}")
+    if total.get("delta") is not None:
+        parts.append(f"δ = {format_r_scalar(float(total['delta']))}")
+    if total.get("rho") is not None:
+        parts.append(f"ρ = {format_r_scalar(float(total['rho']))} (zCDP)")
+    if k is not None:
+        parts.append(f"k = {k} released components")
+    return " · ".join(parts)
+
+
+def footer(fig: Any, caption: str, note: str | None = None) -> Any:
+    """One footer line under every panel (in the layout, so it never covers an axis label):
+    the caption line, then the non-private note when the figure shows a non-private element."""
+    text = caption if note is None else f"{caption}\n{note}"
+    return fig.supxlabel(text, fontsize=9, color="dimgray" if note is None else "#B22222")
+
+
+def keep_inside(fig: Any, texts: Sequence[Any]) -> None:
+    """Move each text (in data coordinates of its axes) so that its box lies inside its axes
+    (or, for figure texts, inside the figure); call after the layout is drawn."""
+    renderer = fig._get_renderer()
+    for t in texts:
+        holder = t.axes.get_window_extent(renderer) if t.axes is not None else fig.bbox
+        box = t.get_window_extent(renderer)
+        patch = t.get_bbox_patch()
+        if patch is not None:
+            box = patch.get_window_extent(renderer)
+        dx = max(0.0, holder.x0 + 2 - box.x0) - max(0.0, box.x1 - (holder.x1 - 2))
+        dy = max(0.0, holder.y0 + 2 - box.y0) - max(0.0, box.y1 - (holder.y1 - 2))
+        if dx or dy:
+            trans = t.get_transform()
+            x, y = trans.transform(t.get_position())
+            t.set_position(trans.inverted().transform((x + dx, y + dy)))
+
+
 def style_panel(
     ax: Any,
     *,
@@ -96,13 +203,15 @@ def style_panel(
     ylabel: str,
     base_size: float = 12.0,
     title_size: float = 14.0,
+    equal: bool = True,
 ) -> None:
-    """The minimal theme with a black border, 1:1 aspect, zero expansion and pretty ticks."""
+    """The minimal theme with a black border, zero expansion and pretty ticks; 1:1 aspect when
+    ``equal`` (see :func:`frame_panel`)."""
     from matplotlib.ticker import MaxNLocator
 
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
-    ax.set_aspect("equal", adjustable="box")
+    ax.set_aspect("equal" if equal else "auto", adjustable="box")
     ax.margins(0)
     ax.xaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 5, 10]))
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 5, 10]))

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from dppca_dask._validation import bad_param, parse_axes
-from dppca_dask.plots._style import SavedFigure
+from dppca_dask.plots._style import SavedFigure, caption_line, footer, keep_inside
 
 __all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "plot_loading", "repel_labels"]
 
@@ -130,7 +130,7 @@ def _label(ax: Any, x: float, y: float, text: str, color: str) -> Any:
     """A variable label just beyond the tip of (x, y), on the side it points to."""
     r = float(np.hypot(x, y))
     ux, uy = (x / r, y / r) if r > 1e-12 else (1.0, 0.0)
-    label = ax.text(x + 0.06 * ux, y + 0.06 * uy, text, fontsize=9, color=color,
+    label = ax.text(x + 0.06 * ux, y + 0.06 * uy, text, fontsize=8, color=color,
                     ha="left" if ux >= 0 else "right", va="bottom" if uy >= 0 else "top",
                     clip_on=False)
     label.set_in_layout(False)  # labels never drive the layout (they stay inside the ±1.3 box)
@@ -192,22 +192,44 @@ def _place(texts: Sequence[Any], renderer: Any) -> None:
         placed.append(box)
 
 
+MAX_TIP_LABELS = 16
+"""Vector and point panels label at most this many tips (the longest; nearby tips share one)."""
+LABEL_WIDTH = 20
+"""Variable labels of the vector and point panels are wrapped at this many characters."""
+
+
+def _short(name: str) -> str:
+    import textwrap
+
+    lines = [line.replace("_ ", "_") for line in textwrap.wrap(
+        name.replace("_", "_ "), LABEL_WIDTH, break_long_words=True)] or [name]
+    return "\n".join(lines[:2]) + ("…" if len(lines) > 2 else "")
+
+
 def _label_all(ax: Any, df: pd.DataFrame, tol: float = 0.09) -> None:
-    """Label every tip; tips closer than ``tol`` share one label ("V1, V2, V3, ...")."""
+    """Label the longest tips (at most :data:`MAX_TIP_LABELS`); tips closer than ``tol`` share
+    one label ("V1, V2 +3"); long names are wrapped (:data:`LABEL_WIDTH`)."""
+    xy = df[["x", "y"]].to_numpy(dtype=np.float64)
+    order = np.argsort(-np.hypot(xy[:, 0], xy[:, 1]), kind="stable")
     groups: list[tuple[float, float, list[str]]] = []
-    for name, row in df.iterrows():
-        x, y = float(row["x"]), float(row["y"])
+    for j in order:
+        x, y, name = float(xy[j, 0]), float(xy[j, 1]), str(df.index[j])
         for gx, gy, names in groups:
             if np.hypot(gx - x, gy - y) < tol:
-                names.append(str(name))
+                names.append(name)
                 break
         else:
-            groups.append((x, y, [str(name)]))
+            if len(groups) < MAX_TIP_LABELS:
+                groups.append((x, y, [name]))
     texts = []
     for x, y, names in groups:
-        lines = [", ".join(names[i:i + 4]) for i in range(0, len(names), 4)]
-        texts.append(_label(ax, x, y, ",\n".join(lines), "black"))
+        pair = len(names) > 1 and len(names[0]) + len(names[1]) + 2 <= LABEL_WIDTH
+        shown = 2 if pair else 1
+        head = ", ".join(names[:2]) if pair else _short(names[0])
+        text = head + (f" +{len(names) - shown}" if len(names) > shown else "")
+        texts.append(_label(ax, x, y, text, "black"))
     ax._dppca_labels = texts  # repelled once the whole figure is laid out
+    ax._dppca_unlabelled = len(df) - sum(len(g[2]) for g in groups)
 
 
 def _legend(ax: Any, marker: str | None) -> None:
@@ -236,7 +258,7 @@ def draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: boo
                                      mutation_scale=10, color=_PRIVATE, linewidth=1.2,
                                      label="private"))
     _label_all(ax, df)
-    _style_unit(ax, "Loading Vectors", *labels)
+    _style_unit(ax, "Loading vectors", *labels)
     if stored:
         _legend(ax, None)
 
@@ -254,29 +276,52 @@ def _draw_points(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: boo
                    edgecolors=_REFERENCE, linewidths=1.0, label="Non-private (not private)")
     ax.scatter(df["x"], df["y"], s=30, c=_PRIVATE, linewidths=0, label="Private", zorder=3)
     _label_all(ax, df)
-    _style_unit(ax, "Loading Points", *labels)
+    _style_unit(ax, "Loading points", *labels)
     if stored:
         _legend(ax, "o")
 
 
-def _draw_heatmap(ax: Any, df: pd.DataFrame, title: str, *, show_values: bool) -> Any:
+HEATMAP_MAX_HEIGHT = 8.0
+"""The heatmap panel is at most this tall (inches); its row labels thin out to fit."""
+
+
+def _heat_font(rows: int, height: float) -> tuple[float, int]:
+    """(font size, label every k-th row) so that row labels fit a panel ``height`` inches tall."""
+    row_pt = 72.0 * max(height - 1.2, 1.0) / max(rows, 1)
+    size = min(9.0, 0.8 * row_pt)
+    step = 1
+    while size < 6.0:
+        step += 1
+        size = min(9.0, 0.8 * row_pt * step)
+    return size, step
+
+
+def _draw_heatmap(ax: Any, df: pd.DataFrame, title: str, *, show_values: bool,
+                  height: float) -> Any:
     values = df.to_numpy(dtype=np.float64)
     image = ax.imshow(values, cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto",
                       interpolation="nearest")
+    size, step = _heat_font(df.shape[0], height)
     ax.set_xticks(range(df.shape[1]), [str(c) for c in df.columns], fontsize=10)
-    ax.set_yticks(range(df.shape[0]), [str(v) for v in df.index], fontsize=9)
+    rows = list(range(0, df.shape[0], step))
+    ax.set_yticks(rows, [_clip_name(str(df.index[i])) for i in rows], fontsize=size)
     ax.tick_params(length=0)
     if show_values:
+        cell = min(size, 8.5)
         for i in range(values.shape[0]):
             for j in range(values.shape[1]):
                 v = values[i, j]
-                ax.text(j, i, f"{v:.2f}".replace("-0.00", "0.00"), ha="center", va="center", fontsize=8.5,
-                        color="white" if abs(v) > 0.6 else "black")
+                ax.text(j, i, f"{v:.2f}".replace("-0.00", "0.00"), ha="center", va="center",
+                        fontsize=cell, color="white" if abs(v) > 0.6 else "black")
     for spine in ax.spines.values():
         spine.set_color("black")
         spine.set_linewidth(0.5)
     ax.set_title(title, fontsize=14, fontweight="bold")
     return image
+
+
+def _clip_name(name: str, width: int = 40) -> str:
+    return name if len(name) <= width else name[:width - 1] + "…"
 
 
 def plot_loading(
@@ -355,13 +400,18 @@ def plot_loading(
 
     heatmaps = [k for k in ("heatmap", "heatmap_nonprivate") if k in data]
     n_rows = len(rows)
-    heat_height = max(panel_size, 0.26 * n_rows + 1.4)
-    heat_width = 1.6 + 0.62 * (data["heatmap"].shape[1] if heatmaps else 0)
-    widths = [panel_size + 0.4] * len(scatter) + [heat_width] * len(heatmaps)
+    longest = max((len(_clip_name(names[r])) for r in rows), default=1)
+    heat_height = min(max(panel_size, 0.2 * n_rows + 1.6), HEATMAP_MAX_HEIGHT)
+    font, _ = _heat_font(n_rows, heat_height)
+    label_in = 0.55 * font / 72.0 * longest + 0.3  # the row labels left of each heatmap
+    heat_width = label_in + 0.6 + 0.62 * (data["heatmap"].shape[1] if heatmaps else 0)
+    wide = max((len(names[r]) for r in rows), default=1) > 12
+    side = panel_size + (0.8 if wide else 0.0)  # room for wrapped labels beyond the circle
+    widths = [side + 0.5] * len(scatter) + [heat_width] * len(heatmaps)
     has_bar = bool(heatmaps)
     if has_bar:
         widths.append(0.35)
-    height = max(panel_size + 0.9, heat_height if heatmaps else 0.0) + (0.35 if stored else 0)
+    height = max(side + 1.0, heat_height if heatmaps else 0.0) + 0.5
     fig = figure(sum(widths), height)
     grid = fig.add_gridspec(1, len(widths), width_ratios=widths)
     out_axes: dict[str, Any] = {}
@@ -373,12 +423,15 @@ def plot_loading(
         draw(ax, data[t], labels, stored)
         out_axes[t] = ax
     image = None
-    show_values = n_rows * (data["heatmap"].shape[1] if heatmaps else 0) <= 600
+    cell_in = (heat_height - 1.2) / max(n_rows, 1)
+    show_values = (n_rows * (data["heatmap"].shape[1] if heatmaps else 0) <= 600
+                   and cell_in >= 0.16)
     for key in heatmaps:
         ax = fig.add_subplot(grid[0, col])
         col += 1
-        title = "Loading Heatmap" if key == "heatmap" else "Non-private Heatmap\n(not private)"
-        image = _draw_heatmap(ax, data[key], title, show_values=show_values)
+        title = "Loading heatmap" if key == "heatmap" else "Non-private heatmap\n(not private)"
+        image = _draw_heatmap(ax, data[key], title, show_values=show_values,
+                              height=heat_height)
         out_axes[key] = ax
     if image is not None:
         cax = fig.add_subplot(grid[0, col])
@@ -387,7 +440,13 @@ def plot_loading(
         bar.set_ticks([-1.0, -0.5, 0.0, 0.5, 1.0])
         bar.ax.tick_params(labelsize=9)
         out_axes["colorbar"] = cax
-    if stored:
-        fig.supxlabel(_NOTE, fontsize=9, color="dimgray")
+    meta = getattr(fit, "metadata", None)
+    caption = caption_line(meta, k=len(comps)) if meta else f"{len(comps)} released components"
+    hidden = max((getattr(out_axes[t], "_dppca_unlabelled", 0) for t in scatter), default=0)
+    if hidden:
+        caption += f" · tip labels: the {MAX_TIP_LABELS} longest ({hidden} unlabelled)"
+    footer(fig, caption, _NOTE if stored else None)
     repel_labels(fig, [out_axes[t]._dppca_labels for t in scatter])
+    fig.draw_without_rendering()
+    keep_inside(fig, [t for k in scatter for t in out_axes[k]._dppca_labels])
     return LoadingPlot(fit, fig, out_axes, data)

@@ -31,15 +31,26 @@ import pandas as pd
 from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param
 from dppca_dask.pca.sampling import SamplingLike
-from dppca_dask.plots._style import SavedFigure, figure, group_colors, style_panel
+from dppca_dask.plots._style import (
+    MECHANISM_NAMES,
+    SavedFigure,
+    caption_line,
+    figure,
+    footer,
+    frame_panel,
+    group_colors,
+    keep_inside,
+    style_panel,
+    wrap_title,
+)
 
 __all__ = ["BIPLOT_SCALE", "PCA_PANELS", "PCAPlot", "biplot_arrows", "plot_pca"]
 
 PCA_PANELS = ("scree", "loading", "score", "biplot")
 BIPLOT_SCALE = 0.8
 _OWNER = "plot"
-_NAMES = {"nonprivate": "Non-private", "add": "Add", "sparse": "Sparse",
-          "geometric": "Geometric"}
+MAX_ARROW_LABELS = 12
+"""A biplot labels at most this many tips (the longest arrows; nearby tips share a label)."""
 _ARROW = "#222222"
 _NOTE = "Shows non-private reference panels: this figure is not a private release."
 
@@ -74,11 +85,15 @@ def _parse_panels(value: Any) -> tuple[str, ...]:
 
 
 def biplot_arrows(directions: np.ndarray, names: Sequence[str], center: Sequence[float],
-                  radius: Sequence[float]) -> pd.DataFrame:
+                  radius: Sequence[float], *, equal: bool = True) -> pd.DataFrame:
     """Arrows of the biplot: from the frame centre along the rows of ``directions`` (p × 2).
 
-    Scaled by s = 0.8·min(R_x, R_y)/max_j‖v_j‖ so the longest arrow spans 80 % of the shorter
-    frame radius (SPEC §9.2).
+    At 1:1 aspect (``equal``) scaled by s = 0.8·min(R_x, R_y)/max_j‖v_j‖, so the longest arrow
+    spans 80 % of the shorter frame radius (SPEC §9.2). In a panel whose axes scale
+    independently (radii further apart than
+    :data:`~dppca_dask.plots._style.ASPECT_FACTOR`) each axis is scaled by its own radius,
+    x by 0.8·R_x/max_j‖v_j‖ and y by 0.8·R_y/max_j‖v_j‖, so the arrows are drawn as they read
+    in units of the panel (an arrow along one axis never shrinks to a dot).
 
     Examples
     --------
@@ -86,13 +101,22 @@ def biplot_arrows(directions: np.ndarray, names: Sequence[str], center: Sequence
       variable   x0   y0   x1   y1
     0        a  1.0  2.0  5.0  2.0
     1        b  1.0  2.0  1.0  4.0
+    >>> biplot_arrows(np.array([[1.0, 0.0], [0.0, 0.5]]), ["a", "b"], (0.0, 0.0), (100.0, 5.0),
+    ...               equal=False)
+      variable   x0   y0    x1   y1
+    0        a  0.0  0.0  80.0  0.0
+    1        b  0.0  0.0   0.0  2.0
     """
     v = np.asarray(directions, dtype=np.float64)
     longest = float(np.max(np.hypot(v[:, 0], v[:, 1])))
-    scale = BIPLOT_SCALE * min(radius) / longest if longest > 0 else 0.0
+    if longest > 0:
+        sx, sy = ((BIPLOT_SCALE * min(radius) / longest,) * 2 if equal else
+                  (BIPLOT_SCALE * radius[0] / longest, BIPLOT_SCALE * radius[1] / longest))
+    else:
+        sx = sy = 0.0
     cx, cy = float(center[0]), float(center[1])
     return pd.DataFrame({"variable": list(names), "x0": cx, "y0": cy,
-                         "x1": cx + scale * v[:, 0], "y1": cy + scale * v[:, 1]})
+                         "x1": cx + sx * v[:, 0], "y1": cy + sy * v[:, 1]})
 
 
 def _draw_points(ax: Any, frame: pd.DataFrame, ctl: Any, colors: Mapping[str, str] | None,
@@ -109,33 +133,47 @@ def _draw_points(ax: Any, frame: pd.DataFrame, ctl: Any, colors: Mapping[str, st
                    rasterized=raster)
 
 
-def _draw_arrows(ax: Any, arrows: pd.DataFrame, span: float, base_size: float) -> list[Any]:
+def _draw_arrows(ax: Any, arrows: pd.DataFrame, radius: Sequence[float], base_size: float
+                 ) -> list[Any]:
+    """Arrows and tip labels; tips are compared in units of the frame radius per axis (so the
+    same rule holds at any aspect); only the :data:`MAX_ARROW_LABELS` longest tips are labelled,
+    nearby tips sharing a label (one or two names, then "+m")."""
     from matplotlib.patches import FancyArrowPatch
 
-    groups: list[tuple[float, float, float, float, list[str]]] = []
-    tol = 0.05 * span
+    rx, ry = float(radius[0]) or 1.0, float(radius[1]) or 1.0
     row: Any  # named tuples of floats and a name; pandas-stubs types each field as a Scalar
     for row in arrows.itertuples(index=False):
         ax.add_patch(FancyArrowPatch((row.x0, row.y0), (row.x1, row.y1), arrowstyle="-|>",
                                      mutation_scale=10, color=_ARROW, linewidth=1.1, zorder=4))
-        for gx, gy, *_, names in groups:
-            if np.hypot(gx - row.x1, gy - row.y1) < tol:
-                names.append(str(row.variable))
+    dx = (arrows["x1"] - arrows["x0"]).to_numpy() / rx
+    dy = (arrows["y1"] - arrows["y0"]).to_numpy() / ry
+    order = np.argsort(-np.hypot(dx, dy), kind="stable")
+    groups: list[tuple[float, float, int, list[str]]] = []
+    for j in order:
+        name = str(arrows["variable"].iloc[j])
+        for gx, gy, _, names in groups:
+            if np.hypot(gx - dx[j], gy - dy[j]) < 0.08:
+                names.append(name)
                 break
         else:
-            groups.append((row.x1, row.y1, row.x0, row.y0, [str(row.variable)]))
+            if len(groups) < MAX_ARROW_LABELS:
+                groups.append((dx[j], dy[j], int(j), [name]))
     texts = []
-    for x1, y1, x0, y0, names in groups:
-        dx, dy = x1 - x0, y1 - y0
-        r = float(np.hypot(dx, dy)) or 1.0
-        text = ",\n".join(", ".join(names[i:i + 4]) for i in range(0, len(names), 4))
-        texts.append(ax.text(x1 + 0.03 * span * dx / r, y1 + 0.03 * span * dy / r, text,
-                fontsize=base_size * 0.68, ha="left" if dx >= 0 else "right",
-                va="bottom" if dy >= 0 else "top", zorder=5,
-                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.75,
-                      "edgecolor": "none"}))
-        texts[-1].set_in_layout(False)
-        texts[-1]._dppca_tip = (x1, y1)
+    for ux, uy, j, names in groups:
+        r = float(np.hypot(ux, uy)) or 1.0
+        shown = 2 if len(names) > 1 and len(names[0]) + len(names[1]) <= 24 else 1
+        text = ", ".join(names[:shown]) + (f" +{len(names) - shown}" if len(names) > shown
+                                           else "")
+        x1, y1 = float(arrows["x1"].iloc[j]), float(arrows["y1"].iloc[j])
+        label = ax.text(x1 + 0.04 * rx * ux / r, y1 + 0.04 * ry * uy / r, text,
+                        fontsize=base_size * 0.62, ha="left" if ux >= 0 else "right",
+                        va="bottom" if uy >= 0 else "top", zorder=5,
+                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8,
+                              "edgecolor": "none"})
+        label.set_in_layout(False)
+        label._dppca_tip = (x1, y1)
+        texts.append(label)
+    ax._dppca_unlabelled = max(0, len(arrows) - sum(len(g[3]) for g in groups))
     return texts
 
 
@@ -225,15 +263,16 @@ def plot_pca(
                                  rng=rng)
             samples = {t: drawn[t][method] for t in score.methods}
         for t in score.methods:
-            titles[t] = f"{_NAMES[t]} Sample ({method.capitalize()})"
+            titles[t] = f"{method.capitalize()} sample of the {MECHANISM_NAMES[t]}"
         if stored and sampler.sample_size is None:
             samples = {"nonprivate": score.observed_scores, **samples}
-            titles["nonprivate"] = "Non-private Scores"
+            titles["nonprivate"] = "Non-private scores (not private)"
         elif stored:
             if given is None:
                 ref = score.sample(sampler, targets=("nonprivate",), rng=rng)
                 samples = {"nonprivate": ref["nonprivate"][method], **samples}
-            titles["nonprivate"] = f"Non-private Sample ({method.capitalize()})"
+            titles["nonprivate"] = (f"{method.capitalize()} sample of the non-private "
+                                    "histogram (not private)")
         if given is not None:
             missing = [t for t in targets if t not in given]
             if missing:
@@ -244,36 +283,33 @@ def plot_pca(
     a, b = (int(x) for x in score.metadata["axes"])
     names = [str(v) for v in loading.directions["variable"].values]
     frame = score.frame
+    xlim, ylim = frame.xlim, frame.ylim
+    ph_size = max(ctl.panel_size, 4.2)
+    pw, ph, equal = frame_panel(xlim, ylim, ph_size)
     private_v = np.asarray(loading.directions.values)[:, [a - 1, b - 1]]
     ref_v = None if loading.nonprivate is None else np.asarray(
         loading.nonprivate.values)[:, [a - 1, b - 1]]
     arrows = {t: biplot_arrows(ref_v if (t == "nonprivate" and ref_v is not None) else private_v,
-                               names, frame.center, frame.radius)
+                               names, frame.center, frame.radius, equal=equal)
               for t in targets} if "biplot" in versions else {}
 
     levels = score.groups
     colors = group_colors(levels, ctl.group_colors) if levels is not None else None
-    xlim, ylim = frame.xlim, frame.ylim
-    ratio = min(max((ylim[1] - ylim[0]) / (xlim[1] - xlim[0]), 1 / 3), 3.0)  # height / width
-    size = max(ctl.panel_size, 4.2)
-    wide = ratio < 0.6 and len(versions) == 2  # a wide frame: score and biplot one above the other
-    pw, ph = ((min(size / ratio, 3 * size), size) if wide else
-              (size, size * ratio) if ratio <= 1 else (size / ratio, size))
     rows: list[list[Any]] = [top] if top else []
     for t in targets if versions else ():
-        rows += [[(p, t)] for p in versions] if wide else [[(p, t) for p in versions]]
+        rows.append([(p, t) for p in versions])
     widths = {"scree": 6.0, "loading": 5.0}
     row_widths = [[widths[i] if isinstance(i, str) else pw for i in row] for row in rows]
-    heights = [(5.0 if row and isinstance(row[0], str) else ph) + 0.9 for row in rows]
+    heights = [(5.0 if row and isinstance(row[0], str) else ph) + 1.1 for row in rows]
     legend = colors is not None and ctl.show_group_legend and bool(versions)
-    fig = figure(max(sum(w + 0.8 for w in rw) for rw in row_widths) + (1.4 if legend else 0.0),
-                 sum(heights))
+    fig = figure(max(sum(w + 0.9 for w in rw) for rw in row_widths) + (1.4 if legend else 0.0),
+                 sum(heights) + 0.5)
     outer = fig.add_gridspec(len(rows), 1, height_ratios=heights)
     xlab = ctl.xlab if ctl.xlab is not None else score.labels[0]
     ylab = ctl.ylab if ctl.ylab is not None else score.labels[1]
     axes: dict[str, Any] = {}
     labels: list[list[Any]] = []
-    span = min(xlim[1] - xlim[0], ylim[1] - ylim[0])
+    unlabelled = 0
     for r, row in enumerate(rows):
         inner = outer[r, 0].subgridspec(1, len(row), width_ratios=row_widths[r])
         for c, item in enumerate(row):
@@ -281,10 +317,7 @@ def plot_pca(
             if item == "scree":
                 from dppca_dask.plots.scree import plot_scree
 
-                before = list(fig.texts)
                 plot_scree(fit.scree, type="pve", ax=ax)
-                for text in fig.texts[len(before):]:  # its note: this figure has its own
-                    text.remove()
                 axes["scree"] = ax
                 continue
             if item == "loading":
@@ -303,10 +336,12 @@ def plot_pca(
             if panel == "score":
                 title = titles[target]
             else:
-                labels.append(_draw_arrows(ax, arrows[target], span, ctl.base_size))
-                title = f"{_NAMES[target]} Biplot"
-            style_panel(ax, xlim=xlim, ylim=ylim, title=title, xlabel=xlab, ylabel=ylab,
-                        base_size=ctl.base_size, title_size=ctl.title_size)
+                labels.append(_draw_arrows(ax, arrows[target], frame.radius, ctl.base_size))
+                unlabelled = max(unlabelled, ax._dppca_unlabelled)
+                title = "Biplot: " + titles[target][0].lower() + titles[target][1:]
+            style_panel(ax, xlim=xlim, ylim=ylim, title=wrap_title(title, pw, ctl.title_size),
+                        xlabel=xlab, ylabel=ylab, base_size=ctl.base_size,
+                        title_size=ctl.title_size, equal=equal)
             axes.setdefault(panel, {})[target] = ax
     if legend:
         from matplotlib.patches import Patch
@@ -316,9 +351,14 @@ def plot_pca(
         handles = [Patch(facecolor=col, label=lvl) for lvl, col in colors.items()]
         fig.legend(handles=handles, title="Group", loc="outside right center",
                    fontsize=ctl.base_size * 0.8, title_fontsize=ctl.base_size, frameon=False)
-    if fit.metadata["non_private"]:
-        fig.supxlabel(_NOTE, fontsize=9, color="dimgray")
+    caption = caption_line(fit.metadata, k=int(fit.scree.k))
+    if unlabelled:
+        caption += (f" · biplot labels: the {MAX_ARROW_LABELS} longest arrows "
+                    f"({unlabelled} of {len(names)} unlabelled)")
+    footer(fig, caption, _NOTE if fit.metadata["non_private"] else None)
     from dppca_dask.plots.loading import repel_labels
 
     repel_labels(fig, labels)
+    fig.draw_without_rendering()
+    keep_inside(fig, [t for group in labels for t in group])
     return PCAPlot(fit, fig, axes, samples, arrows, colors)

@@ -1,19 +1,23 @@
 """Score plots of a ``dp_score`` fit (docs/spec/SPEC_dppca.md §9.1–9.2), drawn with matplotlib.
 
-One grid of panels, ``ncol`` = (1 + 1 if the non-private references are stored) + number of
-histogram methods:
+Rows, each left-aligned on one grid (no blank panels):
 
-* the histogram row: [scatter | non-private histogram | add | sparse], the first cell blank when
-  sample rows follow;
-* one sample row per sampling method: [scatter (first sample row only) | non-private sample |
-  add sample | sparse sample].
+* histograms: ungrouped, one row [non-private scores | non-private histogram | one panel per
+  mechanism]; grouped, small multiples -- one panel per group (at most five a row) for each
+  histogram, after a row with the non-private scores -- instead of overlaid groups;
+* one sample row per sampling method: [non-private sample | one panel per mechanism].
 
-Non-private panels appear only when the fit stored its references (``non_private=True``) and are
-titled "Non-private …". Histogram cells are filled rectangles whose alpha maps the probability
-linearly from [min, max] of the panel (pooled over groups) onto ``hist_alpha_range``; grouped fits
-overlay each group's cells in its colour. Every panel shows exactly the private frame with a fixed
-1:1 aspect. Samples come from :meth:`~dppca_dask.results.score.ScoreResult.sample`, i.e. only from
-released probabilities (and from the non-private histogram for its own panels).
+Non-private panels appear only when the fit stored its references (``non_private=True``), are
+titled "… (not private)", and the figure's footer then says it is not a private release. Cells are
+drawn as one image per panel on a white → ``color`` scale (``hist_alpha_range`` gives the colour's
+share at the pooled minimum and maximum probability) with one colour bar for all of them.
+Mechanisms are spelled out in titles ("Gaussian histogram", "sparse (stability) histogram",
+"geometric (two-sided geometric) histogram"). Panels show exactly the private frame, at 1:1
+aspect unless its radii differ by more than :data:`~dppca_dask.plots._style.ASPECT_FACTOR`
+(:func:`~dppca_dask.plots._style.frame_panel`). Every figure carries a caption line (n, ε, δ) and
+the group legend by default. Samples come from
+:meth:`~dppca_dask.results.score.ScoreResult.sample`, i.e. only from released probabilities (and
+from the non-private histogram for its own panels).
 """
 
 from __future__ import annotations
@@ -28,17 +32,27 @@ import pandas as pd
 from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param, parse_real
 from dppca_dask.pca.sampling import SamplingLike
-from dppca_dask.plots._style import SavedFigure, figure, group_colors, style_panel
+from dppca_dask.plots._style import (
+    MECHANISM_NAMES,
+    SavedFigure,
+    caption_line,
+    figure,
+    footer,
+    frame_panel,
+    group_colors,
+    mechanism_title,
+    style_panel,
+    wrap_title,
+)
 
 __all__ = ["PRIVATE_PLOTS", "ScorePlot", "ScorePlotControl", "plot_score", "score_plot_control"]
 
 PRIVATE_PLOTS = ("histogram", "sample")
 TITLE_KEYS = ("scatter", "nonprivate", "add", "sparse", "geometric")
-_DEFAULT_TITLES = {"scatter": "Non-private Scatter", "nonprivate": "Non-private Histogram",
-                   "add": "Add DP Histogram", "sparse": "Sparse DP Histogram",
-                   "geometric": "Geometric DP Histogram"}
-_SAMPLE_NAMES = {"nonprivate": "Non-private", "add": "Add", "sparse": "Sparse",
-                 "geometric": "Geometric"}
+_DEFAULT_TITLES = {"scatter": "Non-private scores (not private)",
+                   **{t: mechanism_title(t) for t in ("nonprivate", "add", "sparse",
+                                                      "geometric")}}
+_NOTE = "Shows non-private reference panels: this figure is not a private release."
 
 
 @dataclass(frozen=True)
@@ -56,7 +70,7 @@ class ScorePlotControl:
     ylab: str | None = None
     group_colors: Mapping[str, str] | None = None
     group_ncol: int = 3
-    show_group_legend: bool = False
+    show_group_legend: bool = True
     panel_size: float = 3.4
 
     def __post_init__(self) -> None:
@@ -98,7 +112,7 @@ def score_plot_control(**options: Any) -> ScorePlotControl:
     ``hist_alpha_range`` ((0, 1)), ``base_size`` (12), ``title_size`` (14), ``titles`` (a dict
     overriding any of "scatter", "nonprivate", "add", "sparse", "geometric"), ``xlab``/``ylab``
     (default: the axis labels "PC{a}", "PC{b}"), ``group_colors`` (dict level → colour; missing
-    levels come from the palette), ``group_ncol`` (3, unused), ``show_group_legend`` (False),
+    levels come from the palette), ``group_ncol`` (3, unused), ``show_group_legend`` (True: the same default as the CLI and ``dp_pca`` plots),
     ``panel_size`` (3.4 inches per panel).
 
     Examples
@@ -188,22 +202,22 @@ def _alphas(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
     return lo + (hi - lo) * (values - vmin) / (vmax - vmin)
 
 
-def _draw_histogram(ax: Any, grids: np.ndarray, colors: Sequence[str], xb: np.ndarray,
-                    yb: np.ndarray, alpha_range: tuple[float, float]) -> None:
-    from matplotlib.collections import PolyCollection
-    from matplotlib.colors import to_rgba
+def probability_cmap(color: str, alpha_range: tuple[float, float]) -> Any:
+    """White → ``color``, restricted to ``alpha_range`` (the colour's share at min and max)."""
+    from matplotlib.colors import LinearSegmentedColormap, to_rgb
 
-    alphas = _alphas(grids, *alpha_range)
-    for g in range(grids.shape[0]):
-        jy, jx = np.nonzero(alphas[g] > 0)
-        if jy.size == 0:
-            continue
-        verts = [((xb[i], yb[j]), (xb[i + 1], yb[j]), (xb[i + 1], yb[j + 1]), (xb[i], yb[j + 1]))
-                 for j, i in zip(jy, jx, strict=True)]
-        rgba = np.tile(np.array(to_rgba(colors[g])), (jy.size, 1))
-        rgba[:, 3] = alphas[g][jy, jx]
-        ax.add_collection(PolyCollection(verts, facecolors=rgba, edgecolors="none",
-                                         linewidths=0, antialiased=False))
+    c = np.array(to_rgb(color))
+    lo, hi = alpha_range
+    return LinearSegmentedColormap.from_list(
+        "dppca_probability", [tuple(1.0 - lo + lo * c), tuple(1.0 - hi + hi * c)])
+
+
+def _draw_histogram(ax: Any, grid: np.ndarray, cmap: Any, norm: Any, xb: np.ndarray,
+                    yb: np.ndarray) -> Any:
+    """One image of the cells (``grid`` is m_y x m_x; equal-width breaks): O(cells), so the
+    largest allowed bins draw in about a second."""
+    return ax.imshow(grid, origin="lower", extent=(xb[0], xb[-1], yb[0], yb[-1]), cmap=cmap,
+                     norm=norm, interpolation="nearest", resample=False)
 
 
 def _draw_points(ax: Any, frame: pd.DataFrame, ctl: ScorePlotControl,
@@ -296,51 +310,78 @@ def plot_score(
 
     levels = fit.groups
     colors = group_colors(levels, ctl.group_colors) if levels is not None else None
-    panel_colors = list(colors.values()) if colors is not None else [ctl.color]
+    ncols = min(len(levels), _MAX_COLUMNS) if levels is not None else 1
     rows: list[list[tuple[str, Any]]] = []
-    lead = [("scatter", None)] if stored else []
     if "histogram" in panels:
-        first = ("blank", None) if "sample" in panels else ("scatter", None)
-        rows.append(([first] if stored else []) + [("hist", t) for t in targets])
+        if levels is None:
+            rows.append(([("scatter", None)] if stored else [])
+                        + [("hist", (t, None)) for t in targets])
+        else:  # small multiples: one panel per group, a row (or more) per histogram
+            if stored:
+                rows.append([("scatter", None)])
+            for t in targets:
+                cells = [("hist", (t, g)) for g in range(len(levels))]
+                rows += [cells[i:i + ncols] for i in range(0, len(cells), ncols)]
     if "sample" in panels:
-        for i, method in enumerate(sampler.method):
-            start = (lead if i == 0 else [("blank", None)]) if stored else []
-            rows.append(start + [("sample", (t, method)) for t in targets])
+        if stored and "histogram" not in panels:
+            rows.append([("scatter", None)])
+        rows += [[("sample", (t, m)) for t in targets] for m in sampler.method]
 
     ncol = max(len(r) for r in rows)
     xlim, ylim = fit.frame.xlim, fit.frame.ylim
-    # Size panels to the frame's 1:1 shape (within 1:3 and 3:1), plus room for titles and labels.
-    ratio = min(max((ylim[1] - ylim[0]) / (xlim[1] - xlim[0]), 1 / 3), 3.0)
-    width, height = (ctl.panel_size, ctl.panel_size * ratio) if ratio <= 1 else \
-        (ctl.panel_size / ratio, ctl.panel_size)
-    legend = colors is not None and ctl.show_group_legend
-    fig = figure((width + 0.7) * ncol + (1.3 if legend else 0.0), (height + 0.9) * len(rows))
+    width, height, equal = frame_panel(xlim, ylim, ctl.panel_size)
+    legend = colors is not None and ctl.show_group_legend and any(
+        kind in ("scatter", "sample") for row in rows for kind, _ in row)
+    hists = [what for row in rows for kind, what in row if kind == "hist"]
+    bar = bool(hists)
+    fig = figure((width + 0.9) * ncol + (1.3 if legend else 0.0) + (1.1 if bar else 0.0),
+                 (height + 1.1) * len(rows) + 0.6)
     grid = fig.add_gridspec(len(rows), ncol)
     xlab = ctl.xlab if ctl.xlab is not None else fit.labels[0]
     ylab = ctl.ylab if ctl.ylab is not None else fit.labels[1]
     xb, yb = fit.x_breaks, fit.y_breaks
     observed = fit.observed_scores
+    grids = {t: fit._grid(t) for t in dict.fromkeys(t for t, _ in hists)}
+    norm = None
+    if bar:
+        from matplotlib.colors import Normalize
+
+        pooled = np.concatenate([grids[t][g or 0].ravel() for t, g in hists])
+        lo, hi = float(np.min(pooled)), float(np.max(pooled))
+        norm = Normalize(lo, hi if hi > lo else lo + 1e-12)
+    cmap = probability_cmap(ctl.color, ctl.hist_alpha_range)
     axes: dict[str, Any] = {}
+    image = None
     for r, row in enumerate(rows):
         for c, (kind, what) in enumerate(row):
-            if kind == "blank":
-                continue
             ax = fig.add_subplot(grid[r, c])
             if kind == "scatter":
                 title = ctl.titles["scatter"]
                 _draw_points(ax, observed, ctl, colors)
                 axes["scatter"] = ax
             elif kind == "hist":
-                title = ctl.titles[what]
-                _draw_histogram(ax, fit._grid(what), panel_colors, xb, yb, ctl.hist_alpha_range)
-                axes[what] = ax
+                target, g = what
+                title = ctl.titles[target]
+                image = _draw_histogram(ax, grids[target][g or 0], cmap, norm, xb, yb)
+                if g is None:
+                    axes[target] = ax
+                else:
+                    title = f"{title}: group {levels[g]}"
+                    axes.setdefault(target, {})[levels[g]] = ax
             else:
                 target, method = what
-                title = f"{_SAMPLE_NAMES[target]} Sample ({method.capitalize()})"
+                title = f"{method.capitalize()} sample of the {_sample_name(target)}"
                 _draw_points(ax, drawn[target][method], ctl, colors)
                 axes.setdefault("sample", {}).setdefault(target, {})[method] = ax
-            style_panel(ax, xlim=xlim, ylim=ylim, title=title, xlabel=xlab, ylabel=ylab,
-                        base_size=ctl.base_size, title_size=ctl.title_size)
+            style_panel(ax, xlim=xlim, ylim=ylim, title=wrap_title(title, width, ctl.title_size),
+                        xlabel=xlab, ylabel=ylab, base_size=ctl.base_size,
+                        title_size=ctl.title_size, equal=equal)
+    if image is not None:
+        hist_axes = [ax for ax in fig.axes if ax.images]
+        cb = fig.colorbar(image, ax=hist_axes, location="right", shrink=0.9, aspect=30)
+        cb.set_label("cell probability", fontsize=ctl.base_size * 0.8)
+        cb.ax.tick_params(labelsize=ctl.base_size * 0.7)
+        axes["colorbar"] = cb.ax
     if legend:
         from matplotlib.patches import Patch
 
@@ -349,5 +390,14 @@ def plot_score(
         handles = [Patch(facecolor=col, label=lvl) for lvl, col in colors.items()]
         fig.legend(handles=handles, title="Group", loc="outside right center",
                    fontsize=ctl.base_size * 0.8, title_fontsize=ctl.base_size, frameon=False)
+    footer(fig, caption_line(fit.metadata), _NOTE if stored else None)
     return ScorePlot(fig, axes, drawn, colors)
 
+
+_MAX_COLUMNS = 5
+"""Grouped histograms are small multiples, at most this many panels a row."""
+
+
+def _sample_name(target: str) -> str:
+    name = MECHANISM_NAMES[target]
+    return f"{name} (not private)" if target == "nonprivate" else name

@@ -1,8 +1,10 @@
 """Scree and PVE plot of a ``dp_scree`` fit (docs/spec/SPEC_dppca.md §5.6), drawn with matplotlib.
 
 One panel against the component index 1..k (a tick at every integer): the non-private reference
-first -- only when the fit stored it, labelled as not private, and then the figure carries a note
-that it is not a private release -- then one line with points per method. Defaults follow the R
+first -- only when the fit stored it, labelled as not private, and then the figure's footer says
+that it is not a private release -- then one line with points per method. The PVE axis is the
+share of the variance of the k released components (not of the total variance), with k; the
+footer's caption line gives n, ε, δ and k. Defaults follow the R
 package's ``scree_plot_control``: titles "DP PVE Plot"/"DP Scree Plot", colours black / red /
 forestgreen / blue, filled circle / triangle / square / diamond markers, a frameless legend at the
 top right; y-limits are the range of the finite values padded by 4% (PVE floored at 0).
@@ -172,6 +174,7 @@ def plot_scree(fit: Any, *, type: str = "pve", control: Any = None, ax: Any = No
         ctl = scree_plot_control(**control)
     else:
         raise bad_param("control", "plot", "a ScreePlotControl or a dict of its options", control)
+    own = ax is None
     if ax is None:
         fig = Figure(figsize=(ctl.width, ctl.height), layout="constrained")
         ax = fig.add_subplot()
@@ -193,13 +196,19 @@ def plot_scree(fit: Any, *, type: str = "pve", control: Any = None, ax: Any = No
     ax.set_xlim(0.75, fit.k + 0.25)
     ax.xaxis.set_major_locator(FixedLocator(idx.tolist()))
     title = ctl.title or ("DP PVE Plot" if type == "pve" else "DP Scree Plot")
-    ylab = ctl.ylab or ("Proportion of Variance Explained" if type == "pve" else "Scree Value")
+    ylab = ctl.ylab or (f"Share of the variance of the\nk = {fit.k} released components"
+                        if type == "pve" else "Scree value")
     ax.set_title(title, fontsize=base * ctl.cex_main, fontweight="bold")
     ax.set_xlabel(ctl.xlab, fontsize=base * ctl.cex_lab)
     ax.set_ylabel(ylab, fontsize=base * ctl.cex_lab)
     ax.tick_params(labelsize=base * ctl.cex_axis)
     ax.legend(loc="upper right", frameon=False, fontsize=base * ctl.cex_legend)
-    if reference is not None:
-        fig.text(0.01, 0.005, "Shows the non-private reference: this figure is not a private "
-                 "release.", fontsize=base * 0.8, color="dimgray", ha="left", va="bottom")
+    if own:  # drawn into another figure's axes: that figure has its own footer
+        from dppca_dask.plots._style import caption_line, footer
+
+        footer(fig, caption_line(fit.metadata, k=int(fit.k)),
+               _NOTE if reference is not None else None)
     return fig
+
+
+_NOTE = "Shows the non-private reference: this figure is not a private release."

@@ -92,6 +92,13 @@ class CovarianceResult(Result):
     def method(self) -> str:
         return str(self.metadata["method"])
 
+    def plot(self, panels: Any = ("covariance", "correlation", "weights")) -> Any:
+        """Heatmaps of the released covariance, its correlation and the measured entries with
+        their weights; see :func:`dppca_dask.plots.covariance.plot_covariance`."""
+        from dppca_dask.plots.covariance import plot_covariance
+
+        return plot_covariance(self, panels=panels)
+
     def summary(self) -> CovarianceSummary:
         """Summarise the release without recomputing anything or spending budget."""
         return CovarianceSummary(self.covariance, self.dataset["bound"].values, self.metadata)
