@@ -373,7 +373,9 @@ class SlurmClusterConfig(_Dashboard):
             f"  {scaling}: SLURMCluster({args})",
             "  unset keys come from dask-jobqueue's config (jobqueue.slurm); the scheduler runs "
             "in this process and the workers must reach it",
-            f"  wait for the first worker: up to {self.timeout} s",
+            ("  no wait for a first worker: the first pass asks for the jobs"
+             if self.adaptive is not None and self.adaptive.minimum == 0
+             else f"  wait for the first worker: up to {self.timeout} s"),
             self._http_line("scheduler in the driver; "), _REACH, *self._retries()])
 
 
