@@ -1,7 +1,9 @@
 """The grid, the bin-count pass and the private histograms of ``dp_score`` (docs/spec/SPEC_dppca.md §6.5–6.7).
 
 * bins: ``(m_x, m_y)`` given, or the historical rule m = round((n/ln n)^{1/3}) on both axes from
-  the public n ("J"; "W" is round(n^{1/4}));
+  the public n ("J"; "W" is round(n^{1/4})); at most :func:`cell_limit` (n) cells -- 64 per
+  observation, at least 65,536, at most 4,194,304 -- so that the driver's copies and the plots
+  stay bounded (:func:`histogram_estimate` gives the memory and drawing time ``plan`` shows);
 * breaks: ``linspace`` over the released frame; a value's bin is clamp(#{breaks < v}, 1, m), so
   points outside the frame fall into the edge bins;
 * one Dask pass returns the (per-group) cell counts; all noise is drawn afterwards on the driver:
@@ -41,8 +43,10 @@ __all__ = [
     "HISTOGRAM_METHODS",
     "HistogramRelease",
     "bin_count_pass",
+    "cell_limit",
     "default_bins",
     "frame_breaks",
+    "histogram_estimate",
     "parse_bins",
     "parse_methods",
     "release_histograms",
@@ -77,9 +81,55 @@ def default_bins(n: int, rule: str = "J") -> int:
 MAX_BINS = 4096
 """Largest number of bins per axis (16.7 M cells in all): guards memory, far past any plot."""
 
+CELLS_PER_OBSERVATION = 64
+"""A grid may have at most this many cells per observation (n is public) ..."""
+MIN_CELL_LIMIT = 65_536
+"""... but always at least this many (256 x 256) ..."""
+MAX_CELLS = 4_194_304
+"""... and never more than this many (2048 x 2048), whatever n: the driver holds several
+float64 copies of the grid per group and method (:data:`BYTES_PER_CELL`) and the plots draw it."""
+BYTES_PER_CELL = 96
+"""Driver memory per cell, per group and per histogram (counts, noisy counts, probabilities,
+sampling weights and the drawn image), measured on the stage and its figures."""
+PLOT_SECONDS_PER_MCELL = 0.5
+"""Drawing time of the histogram panels per million cells and panel (one image per panel),
+measured at 150 dpi (two 2048 x 2048 panels: 3.2 s); a panel of :data:`MAX_CELLS` cells draws
+in about 2 s, so the plots of the largest allowed grid stay within seconds per panel."""
+
+
+def cell_limit(n: int) -> int:
+    """The most cells a score grid may have for public n (see :data:`CELLS_PER_OBSERVATION`).
+
+    Examples
+    --------
+    >>> cell_limit(5000), cell_limit(100), cell_limit(10**6)
+    (320000, 65536, 4194304)
+    """
+    return min(max(CELLS_PER_OBSERVATION * int(n), MIN_CELL_LIMIT), MAX_CELLS)
+
+
+def histogram_estimate(bins: tuple[int, int], *, groups: int = 1, methods: int = 1
+                       ) -> tuple[float, float]:
+    """(driver bytes, plotting seconds) of the histogram and plot stages for ``bins``.
+
+    Examples
+    --------
+    >>> mem, secs = histogram_estimate((100, 100), groups=2, methods=1)
+    >>> int(mem), round(secs, 3)
+    (3360000, 1.015)
+    """
+    cells = bins[0] * bins[1]
+    panels = max(groups, 1) * max(methods, 1)
+    memory = float(cells * BYTES_PER_CELL * (max(groups, 1) + 1) * max(methods, 1) + cells * 48)
+    return memory, 1.0 + PLOT_SECONDS_PER_MCELL * cells / 1e6 * (panels + 1)
+
 
 def parse_bins(bins: Any, n: int, owner: str) -> tuple[int, int]:
-    """``(m_x, m_y)`` from ``bins``: None → the "J" rule on both axes; an int → both axes."""
+    """``(m_x, m_y)`` from ``bins``: None → the "J" rule on both axes; an int → both axes.
+
+    A grid of more than :func:`cell_limit` (n) cells is refused with the memory and drawing-time
+    estimate (``dppca-dask plan`` calls this with the input's public n). ``n <= 2`` checks the
+    form only (the estimators call it so before n is known, then again with n)."""
     if bins is None:
         m = default_bins(n)
         return m, m
@@ -97,7 +147,16 @@ def parse_bins(bins: Any, n: int, owner: str) -> tuple[int, int]:
         if v > MAX_BINS:
             raise bad_param("bins", owner, f"{BINS_RULE} (at most {MAX_BINS} per axis)", bins)
         parsed.append(int(v))
-    return (parsed[0], parsed[0]) if len(parsed) == 1 else (parsed[0], parsed[1])
+    out = (parsed[0], parsed[0]) if len(parsed) == 1 else (parsed[0], parsed[1])
+    cells, limit = out[0] * out[1], cell_limit(n)
+    if n > 2 and cells > limit:  # n <= 2: the estimators' syntax check before n is known
+        memory, seconds = histogram_estimate(out)
+        raise bad_param("bins", owner, f"a grid of at most {limit:,} cells for n = {n:,} "
+                        f"({CELLS_PER_OBSERVATION} per observation, at least {MIN_CELL_LIMIT:,}, "
+                        f"at most {MAX_CELLS:,}); {out[0]} x {out[1]} = {cells:,} cells would "
+                        f"hold about {memory / 2**20:,.0f} MiB on the driver per histogram and "
+                        f"take about {seconds:,.0f} s to draw", bins)
+    return out
 
 
 def frame_breaks(frame: Frame, bins: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
