@@ -32,7 +32,7 @@ from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pipeline.config import RunConfig
-from dppca_dask.pipeline.tasks.score import samples_table, score_noise
+from dppca_dask.pipeline.tasks.score import histogram_line, samples_table, score_noise
 from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, pairs_of
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
@@ -124,6 +124,7 @@ def pca_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
         f"  then {reads - 1} passes of O(n p k) over {len(src.chunks[0])} row chunk(s): the scree "
         "and score stages share each pass",
         f"  the input is read {reads} times in all",
+        histogram_line(opts.bins, src.n, len(opts.score_method), bool(cfg.input.group)),
     ]
 
 

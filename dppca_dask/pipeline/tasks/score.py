@@ -22,7 +22,12 @@ from dppca_dask._rformat import format_r_scalar
 from dppca_dask._validation import parse_axes
 from dppca_dask.errors import InputError
 from dppca_dask.io.data import DataSource, SourceInfo
-from dppca_dask.pca.histograms import parse_bins, parse_methods
+from dppca_dask.pca.histograms import (
+    cell_limit,
+    histogram_estimate,
+    parse_bins,
+    parse_methods,
+)
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
 from dppca_dask.pca.score import FRAME_SHARE, fit_score, plan_score
 from dppca_dask.pipeline.config import RunConfig
@@ -35,8 +40,8 @@ from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
 
-__all__ = ["score_fit", "score_noise", "score_outputs", "score_source", "score_plan",
-           "score_work"]
+__all__ = ["histogram_line", "score_fit", "score_noise", "score_outputs", "score_plan",
+           "score_source", "score_work"]
 
 _OWNER = "dp_score"
 
@@ -113,7 +118,19 @@ def score_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
         f"  then {release.passes - 1} passes of O(n p) over {len(src.chunks[0])} row chunk(s): "
         f"{frame}, cell counts" + (" per group" if cfg.input.group else ""),
         "  the driver holds count vectors over 5000 grid points and the cell counts",
+        histogram_line(cfg.score.bins, src.n, len(cfg.score.method), bool(cfg.input.group)),
     ]
+
+
+def histogram_line(bins: Any, n: int, methods: int, grouped: bool) -> str:
+    """The driver's histogram and plot stages in words: memory and drawing time for the bins
+    (checked against :func:`~dppca_dask.pca.histograms.cell_limit` by ``parse_bins``)."""
+    grid = parse_bins(bins, n, _OWNER)
+    memory, seconds = histogram_estimate(grid, methods=methods)
+    per = " per group" if grouped else ""
+    return (f"  histogram and plots (driver): {grid[0]} x {grid[1]} = {grid[0] * grid[1]:,} cells "
+            f"(limit {cell_limit(n):,} for n = {n:,}); about {memory / 2**20:,.1f} MiB{per} and "
+            f"about {seconds:,.1f} s to draw{per}")
 
 
 def score_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
