@@ -20,6 +20,7 @@ from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.covariance import (
     covariance_fit,
     covariance_noise,
+    covariance_outputs,
     covariance_plan,
     covariance_work,
 )
@@ -134,5 +135,5 @@ TASKS: dict[str, TaskSpec] = {
     "pca": TaskSpec("dp_pca", pca_noise, pca_work, pca_fit, pca_plan, source_options=pca_source,
                     write_outputs=pca_outputs),
     "covariance": TaskSpec("dp_covariance", covariance_noise, covariance_work, covariance_fit,
-                           covariance_plan),
+                           covariance_plan, write_outputs=covariance_outputs),
 }

@@ -5,12 +5,14 @@ whose conversion meets them (:func:`~dppca_dask.privacy.zcdp.zcdp_rho`), so the 
 records the (ε, δ) asked for. ``covariance.bounds`` are required public bounds. ``plan`` shows the
 ρ allocation and the noise of the first measurements from public quantities (n, d, ε, δ, the
 control); the noise of later PACE-GGM rounds depends on released annealing decisions and is
-described by its rule.
+described by its rule. ``run`` writes ``covariance.png`` beside the store (and report.html
+shows it).
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.covariance.estimator import (
@@ -31,7 +33,8 @@ from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
 
-__all__ = ["covariance_fit", "covariance_noise", "covariance_plan", "covariance_work"]
+__all__ = ["covariance_fit", "covariance_noise", "covariance_outputs", "covariance_plan",
+           "covariance_work"]
 
 _OWNER = "dp_covariance"
 
@@ -136,3 +139,9 @@ def covariance_fit(
         method=opts.method, control=parse_control(opts.method, opts.control), rng_state=state,
         report_clipping=opts.report_clipping,
     )
+
+
+def covariance_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> None:
+    """``covariance.png``: the released matrix, its correlation and the measured entries
+    (post-processing; :meth:`~dppca_dask.results.covariance.CovarianceResult.plot`)."""
+    result.plot().save(str(base / "covariance.png"))
