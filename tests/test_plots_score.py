@@ -210,3 +210,29 @@ def test_plot_score__largest_allowed_grid_draws_quickly():
     fit.plot(private_plot="histogram").figure.savefig(io.BytesIO(), dpi=150)
     assert time.perf_counter() - start < 20.0  # one polygon per cell took minutes at this size
 
+
+
+def test_plan__refuses_a_grid_past_the_cell_limit_with_an_estimate(tmp_path):
+    # issue 17: bins [2000, 2000] at n = 5000 ran for minutes at 10 GB; plan refuses it
+    import pandas as pd
+
+    from dppca_dask.io.convert import write_frames
+    from dppca_dask.pipeline.config import RunConfig
+    from dppca_dask.pipeline.runner import plan_run
+
+    x = np.random.default_rng(0).normal(size=(5000, 3))
+    store = write_frames([pd.DataFrame(x, columns=["a", "b", "c"])], tmp_path / "x.zarr",
+                         rows=5000)
+
+    def config(bins):
+        return RunConfig.from_dict({
+            "input": {"path": store, "array": "X"}, "task": "score",
+            "privacy": {"eps": 2, "delta": 1e-5}, "score": {"bins": bins},
+            "output": {"directory": str(tmp_path / "out")}})
+
+    with pytest.raises(ParameterError, match=r"at most 320,000 cells for n = 5,000.*"
+                       r"4,000,000 cells would hold about [\d,]+ MiB on the driver"):
+        plan_run(config([2000, 2000]))
+    work = "\n".join(plan_run(config([500, 500])).work)
+    assert "500 x 500 = 250,000 cells (limit 320,000 for n = 5,000)" in work
+    assert "MiB" in work and "s to draw" in work

@@ -276,7 +276,7 @@ def plot_score(
     >>> fit = dp_score(X, privacy=privacy_control(eps=4, delta=1e-4), calibration="analytic", rng=1)
     >>> out = fit.plot(rng=2)
     >>> sorted(out.axes), len(out.samples["add"]["uniform"])
-    (['add', 'sample'], 300)
+    (['add', 'colorbar', 'sample'], 300)
     """
     owner = "plot"
     if getattr(fit, "kind", None) != "score":  # duck-typed: plots do not import result types
