@@ -205,7 +205,13 @@ class RunPlan:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """A finished run: the result, the files written, timings (seconds) and the data passes."""
+    """A finished run: the result, the files written, timings (seconds) and the data passes.
+
+    ``timings``: ``plan`` (plan, metadata, ledger reservation), ``cluster_start``,
+    ``pass_<i>`` (each data pass), ``driver`` (the fit's work between passes and opening the
+    input), ``cluster_close``, ``write_stores``, ``write_figures`` and ``wall`` (the whole run);
+    the steps sum to ``wall`` but for the report and the ledger's confirmation. They are shown
+    to the operator (the CLI, report.html's "Run times") and never stored in a result."""
 
     result: Result
     directory: str
@@ -293,7 +299,11 @@ def _check_output(config: RunConfig, overwrite: bool) -> Path:
 
 def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str,
                    extra: Callable[[Path], None] | None = None,
-                   report: Callable[[Path], None] | None = None) -> None:
+                   report: Callable[[Path], None] | None = None,
+                   timings: dict[str, float] | None = None) -> None:
+    """Write every output into ``tmp``; ``timings`` gets the seconds of the stores and of the
+    task's extra outputs (they go to the report's operator section, never into a store)."""
+    clock = time.perf_counter()
     os.makedirs(tmp)
     base = Path(tmp)
     name = config.task
@@ -303,20 +313,29 @@ def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str,
         result.to_netcdf(base / f"{name}.nc")
     (base / "config.yaml").write_text(dump_config(config))
     (base / "summary.txt").write_text(summary + "\n")
+    if timings is not None:
+        timings["write_stores"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     if extra is not None:  # task-specific outputs (TaskSpec.write_outputs)
         extra(base)
+    if timings is not None:
+        timings["write_figures"] = time.perf_counter() - clock
     if report is not None:  # last, so that it embeds the figures written above
         report(base)
 
 
 def _report(config: RunConfig, plan: RunPlan, result: Result, passes: tuple[PassRecord, ...],
-            state: Any) -> Callable[[Path], None]:
+            state: Any, timings: dict[str, float] | None = None,
+            started: float | None = None) -> Callable[[Path], None]:
     def write(base: Path) -> None:
         from dppca_dask.report.html import figure_files, write_report
 
         files = figure_files(base)
+        shown = None
+        if timings is not None and started is not None:  # the operator section, nowhere else
+            shown = {**timings, "wall": time.perf_counter() - started}
         write_report(base / "report.html", result, figures=files or None, config=config,
-                     source=plan.source, passes=passes, rng=state.generator)
+                     source=plan.source, passes=passes, rng=state.generator, timings=shown)
 
     return write
 
@@ -378,6 +397,7 @@ def execute(
     :class:`~dppca_dask.errors.DuplicateObservationError` naming how many rows and the first
     ones (:mod:`dppca_dask.io.duplicates`: a second, non-private pass, only after the failure).
     """
+    started = time.perf_counter()
     config = apply_deployment(config)
     overwrite = config.output.overwrite if overwrite is None else overwrite
     _guard_output(config)
@@ -395,6 +415,7 @@ def execute(
     timings: dict[str, float] = {}
     with _ledger_reservation(config, plan, spec, state.seeded, tracker) as entry:
         start = time.perf_counter()
+        timings["plan"] = start - started
         with connect(config.cluster, progress=progress, input_path=config.input.path,
                      announce=progress or on_pass is not None):  # the dashboard link
             timings["cluster_start"] = time.perf_counter() - start
@@ -407,17 +428,24 @@ def execute(
                 found = find_duplicates(source.array)
                 raise DuplicateObservationError(
                     describe_duplicates(found, spent=tracker.drawn)) from None
-            timings["fit"] = time.perf_counter() - begin
+            fitted = time.perf_counter()
+            opened = begin - start - timings["cluster_start"]  # the input's metadata
+            for p in log:
+                timings[f"pass_{p.index}"] = p.seconds
+            timings["driver"] = max(0.0, fitted - begin - sum(p.seconds for p in log)) + opened
+        timings["cluster_close"] = time.perf_counter() - fitted
         entry["records"] = [r.as_dict() for r in result.ledger]
         summary = f"{result!r}\n\n{result.summary()!r}"
         write_extra = spec.write_outputs
         extra = None if write_extra is None else (
             lambda base: write_extra(config, result, base, state))
         passes = tuple(log)
-        report = _report(config, plan, result, passes, state)
+        report = _report(config, plan, result, passes, state, timings, started)
         write_atomically(
-            directory, lambda tmp: _write_outputs(tmp, config, result, summary, extra, report),
+            directory, lambda tmp: _write_outputs(tmp, config, result, summary, extra, report,
+                                                  timings),
             overwrite=overwrite,
         )
+    timings["wall"] = time.perf_counter() - started
     files = tuple(sorted(str(directory / f) for f in os.listdir(directory)))
     return RunOutcome(result, str(directory), files, timings, passes)

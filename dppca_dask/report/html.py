@@ -10,8 +10,11 @@ it has no scripts and no external links. It shows, in order:
   its basic-composition total;
 * sections contributed by the result's kind (directions, scree/PVE table, frame and histograms…);
 * every figure (the PNGs the run wrote, or figures drawn from the result);
-* the resolved config (never a seed) and the work of the data passes (tasks; no wall time: it
-  depends on the data).
+* the resolved config (never a seed) and the work of the data passes (tasks);
+* when the runner passes them, the run's wall-clock times (cluster start, each pass, driver work,
+  writing outputs) in a separate operator section: they depend on the data, so they are shown
+  here only -- never in a result store, summary, config or ledger -- and marked as not part of
+  the release.
 
 Each result kind contributes sections and default figures through :func:`register_report`; a kind
 without a contributor still gets every generic section. Everything shown is read from the result,
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import dppca_dask.report.sections  # noqa: F401 - registers the built-in kinds
+from dppca_dask._rformat import format_r_scalar
 from dppca_dask.report.elements import (
     Raw,
     Section,
@@ -53,14 +57,16 @@ __all__ = [
 
 FIGURE_CAPTIONS: dict[str, str] = {
     "pca.png": "dp_pca: PVE, loading vectors, synthetic scores and biplot",
+    "pca_biplot.png": "dp_pca: synthetic scores sampled from the private histogram, and the "
+                      "biplot",
     "loading.png": "Private PC directions: vectors on the unit circle, points and heatmap",
-    "pca_biplot.png": "dp_pca: synthetic scores and biplot",
-    "pve.png": "Private proportion of variance explained",
-    "scree_pve.png": "Private proportion of variance explained",
+    "pve.png": "Private share of variance of the k released components (PVE)",
+    "scree_pve.png": "Private share of variance of the k released components (PVE)",
     "scree_scree.png": "Private scree values",
     "score.png": "Private score histograms and synthetic samples",
     "score_histogram.png": "Private score histograms",
     "score_sample.png": "Synthetic score samples from the private histograms",
+    "covariance.png": "Private covariance, its implied correlation and the measured entries",
 }
 """Captions of the figure files the tasks write; other files are captioned from their names."""
 
@@ -83,20 +89,22 @@ def _caption(name: str) -> str:
     return FIGURE_CAPTIONS.get(name, Path(name).stem.replace("_", " ").capitalize())
 
 
-SUBSUMED: dict[str, str] = {
-    "pca_biplot.png": "pca.png",
-    "score_histogram.png": "score.png",
-    "score_sample.png": "score.png",
+SUBSUMED: dict[str, tuple[str, ...]] = {
+    "pca.png": ("pca_biplot.png", "loading.png", "scree_pve.png"),
+    "score_histogram.png": ("score.png",),
+    "score_sample.png": ("score.png",),
 }
-"""Figure files whose panels another file of the same run already shows (left out of the page)."""
+"""Figure files whose panels other files of the same run already show (left out of the page
+when all of those are there), so that the page shows each figure once."""
 
 
 def figure_files(directory: str | Path) -> list[tuple[str, Path]]:
     """The PNGs of a run directory as (caption, path): known names first, in caption order;
-    a file whose panels a larger figure of the run already shows is left out."""
+    a file whose panels other figures of the run already show is left out."""
     files = sorted(Path(directory).glob("*.png"))
     names = {f.name for f in files}
-    files = [f for f in files if SUBSUMED.get(f.name) not in names]
+    files = [f for f in files if not (f.name in SUBSUMED
+                                      and all(o in names for o in SUBSUMED[f.name]))]
     order = list(FIGURE_CAPTIONS)
     files.sort(key=lambda f: (order.index(f.name) if f.name in order else len(order), f.name))
     return [(_caption(f.name), f) for f in files]
@@ -136,52 +144,110 @@ def _dataset_section(result: Any, source: Any) -> Section:
     return Section("Dataset", body, "dataset")
 
 
-def _budget_section(result: Any) -> Section:
-    meta = result.metadata
-    privacy = meta.get("privacy", {})
+def _zcdp_eps(rho: float, delta: float | None) -> float | None:
+    if delta is None or not rho > 0:
+        return None
+    from dppca_dask.privacy.zcdp import zcdp_eps
+
+    return float(zcdp_eps(rho, delta))
+
+
+def _allocation(privacy: Mapping[str, Any]) -> tuple[str, str]:
+    """(intro, table) of the allocation: (ε, δ) per component, or ρ per part under zCDP."""
     alloc = privacy.get("allocations", {})
+    if str(privacy.get("accounting", "")).lower() == "zcdp":
+        rho = float(privacy.get("rho", 0.0))
+        rows = [[name, Raw(num(v)), Raw(num(100.0 * float(v) / rho if rho else 0.0, 3))]
+                for name, v in alloc.items() if isinstance(v, int | float)]
+        eps, delta = privacy.get("eps"), privacy.get("delta")
+        intro = (f"<p>Allocation for {esc(privacy.get('owner', ''))}: ρ-zCDP, ρ = {num(rho)}"
+                 + (f", the largest ρ whose conversion (Canonne, Kamath &amp; Steinke 2020) is "
+                    f"within ε = {num(eps)} at δ = {num(delta)}" if delta is not None else "")
+                 + ".</p>")
+        return intro, table(["Part", "rho", "Share (%)"], rows,
+                            total=["Total", Raw(num(sum(float(v) for v in alloc.values()
+                                                        if isinstance(v, int | float)))),
+                                   Raw(num(100.0, 3))])
     rows = [[name, Raw(num(b.get("eps"))), Raw(num(b.get("delta"))), b.get("status", "spent")]
             for name, b in alloc.items() if isinstance(b, Mapping)]
     total = privacy.get("total", {})
     split = "implicit equal split" if privacy.get("implicit_split") else "as given"
     prior = any(isinstance(b, Mapping) and b.get("status") == "prior" for b in alloc.values())
-    body = (f"<p>Allocation for {esc(privacy.get('owner', meta.get('kind', '')))} ({split})."
-            + (" A prior release (a supplied V_dp) is recorded, not spent again." if prior
-               else "") + "</p>")
-    body += table(["Component", "eps", "delta", "Status"], rows,
-                  total=["Total", Raw(num(total.get("eps"))), Raw(num(total.get("delta"))), ""])
+    intro = (f"<p>Allocation for {esc(privacy.get('owner', ''))} ({split})."
+             + (" A prior release (a supplied V_dp) is recorded, not spent again." if prior
+                else "") + "</p>")
+    return intro, table(["Component", "eps", "delta", "Status"], rows,
+                        total=["Total", Raw(num(total.get("eps"))),
+                               Raw(num(total.get("delta"))), ""])
+
+
+def _budget_section(result: Any) -> Section:
+    meta = result.metadata
+    privacy = meta.get("privacy", {})
+    alloc = privacy.get("allocations", {})
+    intro, alloc_table = _allocation(privacy)
+    body = intro + alloc_table
     ledger = list(result.ledger)
     zcdp = any(r.calibration == "zcdp" for r in ledger)
-    header = ["#", "Component", "Mechanism", "Status", "eps", "delta"]
-    header += (["rho"] if zcdp else []) + ["Sensitivity", "Noise scale", "Calibration",
-                                           "Draws", "Note"]
+    delta_plan = privacy.get("delta") if zcdp else None
+    header = ["#", "Component", "Mechanism", "Status"]
+    header += (["rho", "eps (from rho)", "delta"] if zcdp else ["eps", "delta"])
+    header += ["Sensitivity", "Noise scale", "Calibration", "Draws", "Note"]
     lrows = []
     for i, r in enumerate(ledger, start=1):
         sens = "" if r.sensitivity is None else num(r.sensitivity) + (
             f" ({esc(r.sensitivity_norm)})" if r.sensitivity_norm else "")
         scale = "" if r.scale is None else num(r.scale) + (f" ({esc(r.noise)})" if r.noise
                                                            else "")
-        lrows.append([i, r.component, r.mechanism, r.status, Raw(num(r.eps)),
-                      Raw(num(r.delta)), *([Raw(num(r.rho))] if zcdp else []), Raw(sens),
+        if zcdp and r.calibration == "zcdp":
+            amounts = [Raw(num(r.rho)), Raw(num(_zcdp_eps(r.rho or 0.0, delta_plan))),
+                       Raw(num(delta_plan))]
+        elif zcdp:
+            amounts = [Raw(num(r.rho)), Raw(num(r.eps)), Raw(num(r.delta))]
+        else:
+            amounts = [Raw(num(r.eps)), Raw(num(r.delta))]
+        lrows.append([i, r.component, r.mechanism, r.status, *amounts, Raw(sens),
                       Raw(scale), r.calibration or "", r.draws, r.note])
     spent = meta.get("ledger_total") or {"eps": 0.0, "delta": 0.0}
-    foot = ["", "Total spent (basic composition)", "", "", Raw(num(spent["eps"])),
-            Raw(num(spent["delta"]))] + ([""] if zcdp else []) + ["", "", "", "", ""]
-    numeric = {0, 4, 5, *([6] if zcdp else []), len(header) - 5, len(header) - 4,
-               len(header) - 2}
+    if zcdp:
+        foot = ["", "Total spent (ρ adds; ε of the total ρ)", "", "", Raw(num(spent.get("rho"))),
+                Raw(num(spent.get("eps"))), Raw(num(spent.get("delta"))), "", "", "", "", ""]
+        numeric = {0, 4, 5, 6, 7, 8, 10}
+    else:
+        foot = ["", "Total spent (basic composition)", "", "", Raw(num(spent["eps"])),
+                Raw(num(spent["delta"])), "", "", "", "", ""]
+        numeric = {0, 4, 5, 6, 7, 9}
     body += "<h3>Ledger</h3>" + table(header, lrows, total=foot, numeric=numeric)
+    body += f"<p class=note>{esc(_ledger_check(meta, alloc, spent, zcdp))}</p>"
+    return Section("Privacy budget and ledger", body, "ledger")
+
+
+def _methods(meta: Mapping[str, Any]) -> int:
+    """How many mechanisms this release ran per component (the most of any component)."""
+    counts = [len(meta.get(key) or ()) for key in ("methods", "scree_methods", "score_methods")]
+    return max([*counts, 1])
+
+
+def _ledger_check(meta: Mapping[str, Any], alloc: Mapping[str, Any], spent: Mapping[str, Any],
+                  zcdp: bool) -> str:
+    """The note under the ledger: true for this release's kind and number of methods."""
+    if zcdp:
+        return ("Each record is ρ-zCDP; ρ adds up over the records and the total converts to "
+                f"ε = {format_r_scalar(float(spent.get('eps') or 0.0))} at δ = "
+                f"{format_r_scalar(float(spent.get('delta') or 0.0))} (per-record ε are each "
+                "record's own conversion and do not add).")
     planned = {k: sum(b.get(k, 0.0) for b in alloc.values() if isinstance(b, Mapping)
                       and b.get("status") != "prior") for k in ("eps", "delta")}
-    if alloc and all(math.isclose(spent[k], planned[k], rel_tol=1e-9, abs_tol=1e-15)
-                     for k in ("eps", "delta")):
-        check = "The ledger total equals the allocation spent by this release."
-    elif alloc:
-        check = ("The ledger total differs from the allocation: each requested method gets the "
-                 "full allocation of its component, so releasing them together composes.")
-    else:
-        check = ""
-    body += f"<p class=note>{esc(check)}</p>" if check else ""
-    return Section("Privacy budget and ledger", body, "ledger")
+    if not alloc:
+        return ""
+    if all(math.isclose(spent[k], planned[k], rel_tol=1e-9, abs_tol=1e-15)
+           for k in ("eps", "delta")):
+        return "The ledger total equals the allocation spent by this release."
+    if _methods(meta) > 1:
+        return ("The ledger total differs from the allocation: each requested method gets the "
+                "full allocation of its component, so releasing them together composes.")
+    return ("The ledger total differs from the allocation (a mechanism that spends no δ, such "
+            "as the geometric histogram, leaves part of it unused).")
 
 
 def _config_section(config: Any) -> Section:
@@ -203,8 +269,8 @@ def _config_section(config: Any) -> Section:
 
 
 def _work_section(passes: Sequence[Any], source: Any) -> Section:
-    # Wall-clock times are not shown: they depend on the data (e.g. the share of exact Kendall
-    # pairs), so they would be an unprivatised side channel in a released report.
+    # Wall-clock times are not in this section: it is compared between neighbouring datasets
+    # (tests/test_neighbours.py); the run times are in their own operator section (timings).
     rows = [[p.index, ", ".join(p.outputs), f"{p.tasks:,}"] for p in passes]
     body = ""
     if passes:
@@ -217,9 +283,41 @@ def _work_section(passes: Sequence[Any], source: Any) -> Section:
             times = "once" if len(passes) == 1 else f"{len(passes)} times"
             body += (f"<p class=note>Input read {times}: about "
                      f"{len(passes) * source.nbytes / 2**20:,.1f} MiB as float64.</p>")
-    body += ("<p class=note>Run times are not part of the release (they depend on the data); "
-             "the command line prints them to the operator.</p>")
     return Section("Work", body, "work")
+
+
+TIMING_LABELS = {
+    "plan": "Plan, input metadata and ledger reservation",
+    "cluster_start": "Cluster start",
+    "driver": "Driver work (planning the fit, noise, post-processing)",
+    "cluster_close": "Cluster shutdown",
+    "write_stores": "Writing outputs: result stores, config, summary",
+    "write_figures": "Writing outputs: samples and figures",
+}
+"""Labels of the runner's timings (``RunOutcome.timings``); passes are ``pass_<i>``."""
+
+
+def _timings_section(timings: Mapping[str, float]) -> Section:
+    """The run's wall-clock times (operator information; see the module docstring)."""
+    rows = []
+    for key, seconds in timings.items():
+        if key == "wall":
+            continue
+        label = (f"Data pass {key.split('_', 1)[1]}" if key.startswith("pass_")
+                 else TIMING_LABELS.get(key, key.replace("_", " ")))
+        rows.append([label, f"{seconds:,.2f}"])
+    counted = sum(v for k, v in timings.items() if k != "wall")
+    wall = timings.get("wall", counted)
+    share = 100.0 * counted / wall if wall > 0 else 100.0
+    body = table(["Step", "Seconds"], rows,
+                 total=[f"Wall time up to this report ({share:.1f} % accounted for above)",
+                        f"{wall:,.2f}"])
+    body += ("<p class=note>Operator information, not part of the release: run times depend "
+             "on the data (e.g. the share of tied Kendall pairs) and on the machine, so they are "
+             "never written into a result store, the summary, the config or the ledger. Remove "
+             "this section before publishing the report where timing must not be disclosed. "
+             "Writing this report itself is not included.</p>")
+    return Section("Run times", body, "timings")
 
 
 # --- page ---------------------------------------------------------------------------------------
@@ -253,6 +351,7 @@ def render_report(
     passes: Sequence[Any] = (),
     title: str | None = None,
     rng: Any = None,
+    timings: Mapping[str, float] | None = None,
 ) -> str:
     """The report of ``result`` as one HTML string (see the module docstring).
 
@@ -271,9 +370,12 @@ def render_report(
         The input's :class:`~dppca_dask.io.data.SourceInfo` (public metadata).
     passes
         :class:`~dppca_dask.graph.passlog.PassRecord` items of the run (their task counts are shown;
-        their times are not, since they depend on the data).
+        their times appear only through ``timings``).
     title
         Page title (default from the result kind).
+    timings
+        The run's wall-clock times in seconds (the runner's ``RunOutcome.timings`` so far,
+        ``"wall"`` the total): shown in the operator section "Run times" only.
 
     Examples
     --------
@@ -303,6 +405,8 @@ def render_report(
         sections.append(_config_section(config))
     if passes:
         sections.append(_work_section(passes, source))
+    if timings:
+        sections.append(_timings_section(timings))
     if meta.get("non_private"):
         banner = ('<div class=banner><b>Not a private release as a whole:</b> this report '
                   "includes non-private reference values (marked NOT PRIVATE or "

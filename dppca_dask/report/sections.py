@@ -5,10 +5,13 @@
 * ``scree`` -- the scree and PVE table (methods × components; the reference rows marked);
   default figures: the PVE and scree plots;
 * ``score`` -- the private frame, the grid and the groups; default figure: the score plot;
-* ``pca`` -- the three parts' sections; default figure: the combined dp_pca figure.
+* ``pca`` -- the three parts' sections; default figures: scores and biplot, the loading plot
+  and the PVE plot (each once);
+* ``covariance`` -- the head of the released matrix and what was measured; default figure: the
+  covariance plot.
 
-Other kinds (e.g. covariance) get the report's generic sections only, until they register their
-own with :func:`~dppca_dask.report.elements.register_report`.
+Other kinds get the report's generic sections only, until they register their own with
+:func:`~dppca_dask.report.elements.register_report`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import numpy as np
 
 from dppca_dask.report.elements import Raw, Section, matrix_table, num, register_report, table
 
-__all__ = ["loading_sections", "pca_sections", "score_sections", "scree_sections"]
+__all__ = ["covariance_sections", "loading_sections", "pca_sections", "score_sections", "scree_sections"]
 
 _MAX_VARIABLES = 12
 _MAX_COMPONENTS = 6
@@ -118,11 +121,39 @@ def pca_sections(result: Any) -> list[Section]:
 
 
 def _pca_figures(result: Any, rng: Any) -> list[tuple[str, Any]]:
-    return [("dp_pca: PVE, loading vectors, synthetic scores and biplot",
-             result.plot("all", rng=rng)),
-            *_loading_figures(result.loading, rng)]
+    """The figures the CLI's pca run embeds, each once (the combined figure repeats them)."""
+    return [("dp_pca: synthetic scores sampled from the private histogram, and the biplot",
+             result.plot(rng=rng)),
+            *_loading_figures(result.loading, rng),
+            ("Private share of variance of the k released components (PVE)",
+             result.scree.plot("pve"))]
 
 
+def covariance_sections(result: Any) -> list[Section]:
+    """The head of the released matrix and what was measured."""
+    meta = result.metadata
+    cov = result.covariance
+    rows, cols = min(_MAX_VARIABLES, cov.shape[0]), min(_MAX_VARIABLES, cov.shape[1])
+    shown = cov.isel(variable=slice(0, rows), variable_=slice(0, cols))
+    more = (f" (first {rows} x {cols} of {cov.shape[0]} x {cov.shape[1]})"
+            if (rows, cols) != cov.shape else "")
+    count, pairs = meta["measured_offdiagonal"], meta["offdiagonal_pairs"]
+    body = (f"<h3>Private covariance{more}</h3>"
+            + matrix_table(shown.values, [str(v) for v in shown["variable"].values],
+                           [str(v) for v in shown["variable_"].values], corner="variable")
+            + f"<p>Method {meta['method']}; measured {count:,} of {pairs:,} off-diagonal "
+              f"entries ({num(100.0 * count / pairs if pairs else 0.0, 3)} %)"
+            + (f" in {meta['rounds']} rounds" if meta["method"] == "pace_ggm" else "")
+            + "; bounds are public.</p>")
+    return [Section("Covariance", body, "covariance")]
+
+
+def _covariance_figures(result: Any, rng: Any) -> list[tuple[str, Any]]:
+    return [("Private covariance, its implied correlation and the measured entries",
+             result.plot())]
+
+
+register_report("covariance", sections=covariance_sections, figures=_covariance_figures)
 register_report("loading", sections=loading_sections, figures=_loading_figures)
 register_report("pca", sections=pca_sections, figures=_pca_figures)
 register_report("scree", sections=scree_sections, figures=_scree_figures)
