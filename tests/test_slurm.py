@@ -347,3 +347,17 @@ def test_sbatch__driver_job_script_runs_the_release(tmp_path, shared, job_name):
     assert "Traceback" not in out, out
     _same_release(tmp_path / "driver-job", shared["reference"])
     assert len(_job_logs(tmp_path)) == 2  # the driver's own worker jobs
+
+
+@pytest.mark.parametrize(("missing", "given"), [("cores", {"memory": "1GiB"}),
+                                                ("memory", {"cores": 1})])
+def test_connect__slurm_job_size_unset_names_the_key(controller, missing, given):
+    from dppca_dask import ClusterError
+    from dppca_dask.pipeline.cluster import connect
+    from dppca_dask.pipeline.cluster_config import SlurmClusterConfig
+
+    cfg = SlurmClusterConfig(kind="slurm", interface="lo", **given)
+    with pytest.raises(ClusterError, match=rf"^The 'cluster\.slurm\.{missing}' setting must be "
+                                           rf"given .* no jobqueue\.slurm\.{missing}\. Got "
+                                           r"neither\.$"), connect(cfg, progress=False):
+        pass

@@ -173,6 +173,7 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
         cluster_cls = _load_backend(kind)
         if isinstance(config, SlurmClusterConfig):
             _check_submit_command(cluster_cls)
+            _check_job_size(config)
         try:
             if isinstance(config, SlurmClusterConfig):
                 _warn_if_exposed(config)
@@ -195,8 +196,9 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
         except ClusterError:
             raise
         except Exception as exc:  # noqa: BLE001 -- the back-ends raise many types (kube, sbatch)
+            first = (str(exc).strip().splitlines() or [""])[0]  # one line
             raise ClusterError(
-                f"Could not start the {kind} cluster: {type(exc).__name__}: {exc}"
+                f"Could not start the {kind} cluster: {type(exc).__name__}: {first}"
             ) from None
         where = f"the {kind} cluster ({client.scheduler.address})"
         if isinstance(config, SlurmClusterConfig) and config.adaptive is not None \
@@ -204,6 +206,19 @@ def _open(config: AnyCluster, stack: contextlib.ExitStack) -> tuple[Any, str]:
             return client, where  # no job before there is work: the first pass asks for them
     _wait_for_workers(client, config.timeout, where)
     return client, where
+
+
+def _check_job_size(config: SlurmClusterConfig) -> None:
+    """``cores`` and ``memory`` per worker job must come from the run config or from
+    dask-jobqueue's site config (``jobqueue.slurm``); say which key, not dask-jobqueue's text."""
+    import dask
+
+    for key, example in (("cores", "8"), ("memory", "'32GiB'")):
+        if getattr(config, key) is None and dask.config.get(f"jobqueue.slurm.{key}", None) is None:
+            raise ClusterError(
+                f"The 'cluster.slurm.{key}' setting must be given (per worker job, e.g. "
+                f"{key}: {example}) when dask-jobqueue's config has no jobqueue.slurm.{key}. "
+                "Got neither.")
 
 
 def _scheduler_options(config: SlurmClusterConfig) -> dict[str, Any]:
