@@ -259,9 +259,11 @@ def _test_job_script(cluster: Any, config: SlurmClusterConfig) -> None:
         asked = ", ".join(f"{k}={v!r}" for k, v in config.backend_kwargs().items()
                           if k in ("cores", "memory", "processes", "walltime", "queue", "account",
                                    "job_extra_directives"))
+        hint = ("Is the SLURM controller up (sinfo)?" if "contact" in reason.lower()
+                else "Ask for what a node of the partition has (sinfo -N -l).")
         raise ClusterError(
             f"sbatch rejects the Dask worker jobs of cluster.kind 'slurm' ({asked or 'defaults'}"
-            f"): {reason}. Ask for what a node of the partition has (sinfo -N -l).")
+            f"): {reason}. {hint}")
 
 
 def _warn_if_exposed(config: LocalClusterConfig | SlurmClusterConfig) -> None:
