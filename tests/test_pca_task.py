@@ -100,8 +100,8 @@ def test_pca_task__reference_sampled_at_an_explicit_size(tmp_path, demo):
     ({"eps": 1.0, "delta": 1e-5, "split": {"loading": 0.5, "scree": 0.5}}, {},
      "must match the required components"),
     (None, {"scree_control": {}}, "C_clip"),
-    (None, {"k": 21}, "'k' parameter of dp_pca"),
-    (None, {"axes": [1, 21]}, "'axes' parameter of dp_pca"),
+    (None, {"k": 21}, "'pca.k' config key"),
+    (None, {"axes": [1, 21]}, "'pca.axes' config key"),
 ])
 def test_pca_task__plan_and_run_refuse_before_reading_data(tmp_path, demo, privacy, pca, match):
     cfg = _write(tmp_path, _settings(tmp_path, demo, privacy, **pca))

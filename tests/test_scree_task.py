@@ -82,8 +82,8 @@ def test_cli_scree__plan_reads_no_data_and_shows_noise(tmp_path, dataset):
 @pytest.mark.parametrize(
     ("scree", "match"),
     [
-        ({"controls": {"clipped": {"C_clip": -2}}}, r"'C_clip' parameter of clipped_control"),
-        ({"controls": {"pmwm": {"eta": 0.5}}}, r"'eta' parameter of pmwm_control"),
+        ({"controls": {"clipped": {"C_clip": -2}}}, r"config key 'scree.controls.clipped.C_clip' must be a float"),
+        ({"controls": {"pmwm": {"eta": 0.5}}}, r"config key 'scree.controls.pmwm.eta' must be a float"),
         ({"method": ["robust"]}, r"scree.method"),
         ({"k": 0}, r"scree.k"),
     ],
