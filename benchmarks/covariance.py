@@ -16,11 +16,14 @@ row clipping (SPEC_covariance §5; issue 18).
 Methods (``--methods``): ``pace_ggm``, ``ssp``, ``diagonal`` clip each value to the public box
 [−B, B]; ``pace_ggm_row``, ``ssp_row``, ``diagonal_row`` scale each row to L2 norm at most the
 public radius R = ``--radius-factor``·√d·B/3 (default 1.5·√d for standardised data with B = 3;
-Analyze-Gauss, ``dp_covariance(clip="row")``).
+Analyze-Gauss, ``dp_covariance(clip="row")``); ``auto``, ``auto_row``: the SSP release
+post-processed by James--Stein / spectral shrinkage (``dp_covariance(method="auto")``).
 * ``allocation.md`` -- the sweep of the allocation fractions (β = diag_fraction and
   α = measure_fraction) that tests the paper's robustness claim;
 * ``solver.md`` -- the maximum-entropy (interior-point) reconstruction vs projected gradient
   descent inside PACE-GGM: errors and solver time;
+* ``criterion.md`` (when the run includes ``auto_row`` and the baselines ``ssp_row``,
+  ``diagonal``, ``diagonal_row``) -- issue 18's judged criterion for ``method="auto"``;
 * ``results.csv`` -- every repetition.
 
 Datasets: scikit-learn's bundled ``wine`` (d = 13), ``breast_cancer`` (30), ``digits`` (64 minus
@@ -66,7 +69,8 @@ from dppca_dask.covariance.estimator import release_covariance
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, pace_ggm_control
 
 RHOS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
-ALL_METHODS = ("pace_ggm", "pace_ggm_row", "ssp", "ssp_row", "diagonal", "diagonal_row")
+ALL_METHODS = ("pace_ggm", "pace_ggm_row", "ssp", "ssp_row", "diagonal", "diagonal_row",
+               "auto", "auto_row")
 METHODS = ALL_METHODS  # the methods of this run (``--methods``)
 RADIUS_FACTOR = 1.5
 REAL = ("wine", "breast_cancer", "digits", "diabetes")
@@ -231,7 +235,7 @@ def _cell(values: Sequence[float]) -> str:
 
 def _label(method: str) -> str:
     base, clip = split_method(method)
-    name = {"pace_ggm": "PACE-GGM", "ssp": "SSP", "diagonal": "diagonal"}[base]
+    name = {"pace_ggm": "PACE-GGM", "ssp": "SSP", "diagonal": "diagonal", "auto": "auto"}[base]
     return f"{name} ({clip})"
 
 
@@ -318,6 +322,39 @@ def summary_table(rows: list[dict[str, Any]], datasets: list[Dataset]) -> str:
                 cells.append(f"{fs} / {ms}")
             lines.append(f"| {data.name} ({data.n}, {data.d}) | {rho:g} | "
                          + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+JUDGED_RHOS = (0.001, 0.01, 0.1, 1.0)
+BASELINES = ("ssp_row", "diagonal", "diagonal_row")
+
+
+def criterion_table(rows: list[dict[str, Any]], candidate: str = "auto_row") -> str:
+    """Issue 18's criterion: ``candidate``'s median F and M against the best baseline (row SSP,
+    both diagonals) at each judged ρ on each dataset; ratios ≤ 1 pass."""
+    lines = [f"{_label(candidate)} against the best of {', '.join(_label(b) for b in BASELINES)} "
+             "(median over the repetitions; ratio = candidate / best baseline).", "",
+             "| dataset | ρ | F: candidate / best (which) = ratio | "
+             "M: candidate / best (which) = ratio | verdict |", "|---|---|---|---|---|"]
+    cells = fails = 0
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        for rho in JUDGED_RHOS:
+            if not any(r["dataset"] == name and r["rho"] == rho for r in rows):
+                continue
+            med = {m: _medians(rows, name, rho, m) for m in (*BASELINES, candidate)}
+            parts, ok = [], True
+            for i in (0, 1):
+                best = min(BASELINES, key=lambda m, i=i: med[m][i])
+                ratio = med[candidate][i] / med[best][i]
+                ok = ok and ratio <= 1.0
+                parts.append(f"{med[candidate][i]:.3g} / {med[best][i]:.3g} ({_label(best)}) "
+                             f"= {ratio:.2f}")
+            cells += 1
+            fails += not ok
+            lines.append(f"| {name} | {rho:g} | " + " | ".join(parts)
+                         + f" | {'ok' if ok else '**worse**'} |")
+    lines += ["", f"{cells - fails} of {cells} cells no worse than the best baseline in both "
+              "errors."]
     return "\n".join(lines) + "\n"
 
 
@@ -461,6 +498,10 @@ def _run(args: argparse.Namespace, names: list[str], rhos: list[float], reps: in
     summary = summary_table(rows, datasets)
     (out / "summary.md").write_text(summary)
     print("\n" + summary)
+    if all(m in METHODS for m in (*BASELINES, "auto_row")):
+        judged = criterion_table(rows)
+        (out / "criterion.md").write_text(judged)
+        print(judged)
     with open(out / "results.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()

@@ -22,7 +22,12 @@ Methods:
   (:mod:`dppca_dask.covariance.maxent`);
 * ``"ssp"`` -- Gaussian noise on all d(d+1)/2 entries calibrated to the Frobenius sensitivity,
   then (default; ``control={"psd": False}`` turns it off) projection onto the PSD cone;
-* ``"diagonal"`` -- all of ρ on the d diagonal entries, off-diagonal entries 0.
+* ``"diagonal"`` -- all of ρ on the d diagonal entries, off-diagonal entries 0;
+* ``"auto"`` -- the SSP release (the same one mechanism and record), post-processed by
+  :func:`~dppca_dask.covariance.shrinkage.auto_estimate`: the average of a James--Stein /
+  Efron--Morris entrywise shrinkage and a spiked-Wigner spectral shrinkage, computed from the
+  released matrix and its public noise sd only; with ``clip="row"`` the recommended
+  configuration (docs/design/covariance_sensitivity.md, "method='auto'").
 
 Noisy variances are clipped to the public range [0, B_j²] in every method (post-processing).
 
@@ -48,6 +53,7 @@ from dppca_dask._typing import BoundsLike, CovarianceClip, CovarianceMethod, Dat
 from dppca_dask._validation import bad_param, parse_bool, parse_choice
 from dppca_dask.covariance.maxent import psd_project
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, as_control, initial_shares, run_pace_ggm
+from dppca_dask.covariance.shrinkage import auto_estimate
 from dppca_dask.errors import ParameterError
 from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.graph.rounds import once, run
@@ -75,7 +81,7 @@ __all__ = [
     "release_covariance",
 ]
 
-METHODS: tuple[str, ...] = ("pace_ggm", "ssp", "diagonal")
+METHODS: tuple[str, ...] = ("pace_ggm", "ssp", "diagonal", "auto")
 CLIPS: tuple[str, ...] = ("box", "row")
 _OWNER = "dp_covariance"
 
@@ -244,7 +250,7 @@ def parse_control(method: str, control: Any) -> Any:
             return {"psd": parse_bool(control.get("psd", True), "control['psd']", _OWNER)}
         raise bad_param("control", _OWNER, "None or {'psd': bool} for method 'ssp'", control)
     if control is not None:
-        raise bad_param("control", _OWNER, "None for method 'diagonal'", control)
+        raise bad_param("control", _OWNER, f"None for method '{method}'", control)
     return None
 
 
@@ -291,18 +297,21 @@ def release_covariance(
             estimate.mean = fit.mean_measurements * bounds
             estimate.mean_weights = fit.mean_weights / bounds**2
         return estimate
-    if method == "ssp":
+    if method in ("ssp", "auto"):
         rel = gaussian_zcdp_symmetric(tilde, sensitivity=sens.frobenius, rho=rho, rng=rng,
                                       component="ssp")
-        noisy = rel.value.copy()
-        np.fill_diagonal(noisy, np.clip(np.diag(noisy), 0.0, 1.0))
-        released = psd_project(noisy) if control["psd"] else noisy
         noise_sd = rel.record.scale
         assert noise_sd is not None  # a Gaussian release always records its noise sd
+        noisy = rel.value.copy()
+        if method == "auto":  # post-processing of the release and its public noise sd
+            released = auto_estimate(noisy, noise_sd)
+        else:
+            np.fill_diagonal(noisy, np.clip(np.diag(noisy), 0.0, 1.0))
+            released = psd_project(noisy) if control["psd"] else noisy
         sd = np.full((d, d), noise_sd / math.sqrt(2.0))
         np.fill_diagonal(sd, noise_sd)
         measured = np.ones((d, d), dtype=bool)
-        info["psd"] = control["psd"]
+        info["psd"] = True if method == "auto" else control["psd"]
         return CovarianceEstimate(released * scale, measured, 1.0 / (sd * scale) ** 2,
                                   rel.value * scale, [rel.record], _measured_info(info, measured))
     rel = gaussian_zcdp(np.diag(tilde), sensitivity=sens.diagonal, rho=rho, rng=rng,
@@ -363,10 +372,13 @@ def dp_covariance(
         Required with ``clip="box"``: public bounds, a scalar B (|x_j| ≤ B for all j), one B_j
         per variable, or a mapping from variable name to B_j. Never derived from the data.
     method
-        ``"pace_ggm"`` (default), ``"ssp"`` or ``"diagonal"``; see the module docstring.
+        ``"pace_ggm"`` (default), ``"ssp"``, ``"diagonal"`` or ``"auto"`` (SSP plus
+        shrinkage; with ``clip="row"`` the recommended configuration); see the module
+        docstring.
     control
         For ``"pace_ggm"``: a :func:`~dppca_dask.pace_ggm_control` object or a dict of its
-        arguments. For ``"ssp"``: ``None`` or ``{"psd": bool}``. For ``"diagonal"``: ``None``.
+        arguments. For ``"ssp"``: ``None`` or ``{"psd": bool}``. For ``"diagonal"`` and
+        ``"auto"``: ``None``.
     rng
         ``None`` (fresh OS entropy), an int seed or a :class:`numpy.random.Generator`. A seeded
         release is marked as such; the seed is never stored.
@@ -434,6 +446,8 @@ def rho_allocations(method: str, rho: float, control: Any, d: int) -> tuple[tupl
         rounds = 1.0 - shares["diagonal"] - shares["mean"]
         parts = {"diagonal": shares["diagonal"], "mean": shares["mean"], "rounds": rounds}
         return tuple((name, share * rho) for name, share in parts.items() if share > 0)
+    if method == "auto":  # one SSP release; the shrinkage is post-processing
+        return (("ssp", rho),)
     return ((method, rho),)
 
 
