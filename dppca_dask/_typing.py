@@ -46,7 +46,7 @@ RngLike: TypeAlias = int | np.random.Generator | None
 
 ScreeMethod: TypeAlias = Literal["clipped", "pmwm", "huber"]
 ScoreMethod: TypeAlias = Literal["add", "sparse", "geometric"]
-FrameMethod: TypeAlias = Literal["durfee", "smooth"]
+FrameMethod: TypeAlias = Literal["durfee", "capped", "smooth"]
 Calibration: TypeAlias = Literal["classical", "analytic"]
 Sensitivity: TypeAlias = Literal["seed", "tight"]
 Pairs: TypeAlias = Literal["all", "blocks"]

@@ -1,25 +1,31 @@
 """The private frame of ``dp_score``: a released rectangle that holds (nearly) all scores.
 
-Two constructions (docs/spec/SPEC_dppca.md §6.3, §6.4):
+Three constructions (docs/spec/SPEC_dppca.md §6.3, §6.4; docs/design/frame.md):
 
 * ``"durfee"`` (recommended; pure ε-DP, no δ) -- per axis, the centre c is Durfee's unbounded
   two-sided median and the radius R the one-sided 0.995 quantile of |s − c|; each of the four
   searches gets ε_frame/4 (basic composition); the frame is c ± 1.2·R per axis. Two data passes
   (the radius needs the released centre): each returns count vectors on the public geometric grid
   (:mod:`dppca_dask.kernels.scores`) and the noisy searches run on the driver.
+* ``"capped"`` (pure ε-DP; the radius cannot run away) -- the same centre (its share of ε is
+  :data:`CAPPED_SHARES`), then from the same radius count pass per axis: S = Durfee's 0.5
+  quantile of |s − c| (a coarse scale; its threshold is n/2 below n), and Q = Durfee's
+  :data:`CAPPED_QUANTILE` quantile searched on the public grid points in [S, U·S] only (a capped
+  search: it stops at U·S at the latest); R = Q, so S ≤ R ≤ U·S by construction
+  (U = :data:`CAPPED_SPAN`). Same passes as ``"durfee"``.
 * ``"smooth"`` (legacy, the released v0.1.0 frame) -- smooth-sensitivity quantiles (Nissim,
   Raskhodnikova & Smith 2007): the two medians and the 0.99 quantile of the Euclidean distance
   ‖s − c‖, each with (ε_frame/3, δ_frame/3); a square frame c ± 1.2·R. It needs the n × 2
   scores on the driver and δ (see :func:`dppca_dask.dp_score` for how that δ is taken).
 
-RNG order: c_x (positive-side draws, then negative-side), c_y, R_x, R_y (SPEC §6.9); legacy:
-median x, median y, radius.
+RNG order: c_x (positive-side draws, then negative-side), c_y, R_x, R_y (SPEC §6.9); capped:
+c_x, c_y, S_x, Q_x, S_y, Q_y; legacy: median x, median y, radius.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import dask.array as da
@@ -32,6 +38,7 @@ from dppca_dask.kernels.scores import center_counts, project, radius_counts
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.mechanisms import smooth_laplace
+from dppca_dask.privacy.plan import planned
 from dppca_dask.privacy.quantiles import (
     DEFAULT_BETA,
     DEFAULT_MAX_STEPS,
@@ -41,32 +48,59 @@ from dppca_dask.privacy.quantiles import (
 )
 
 __all__ = [
+    "CAPPED_COARSE",
+    "CAPPED_QUANTILE",
+    "CAPPED_SHARES",
+    "CAPPED_SPAN",
     "FRAME_METHODS",
     "INFLATE",
     "RADIUS_QUANTILE",
     "Frame",
+    "capped_frame_stage",
+    "capped_steps",
+    "capped_window",
+    "coarse_indices",
     "durfee_frame",
     "durfee_frame_stage",
+    "frame_records",
+    "frame_stage",
     "score_array",
     "smooth_frame",
     "smooth_sensitivity",
 ]
 
-FRAME_METHODS = ("durfee", "smooth")
+FRAME_METHODS = ("durfee", "capped", "smooth")
 INFLATE = 0.20
 RADIUS_QUANTILE = 0.995
 SMOOTH_RADIUS_QUANTILE = 0.99
 _AXES = ("x", "y")
 
+CAPPED_QUANTILE = RADIUS_QUANTILE
+"""The quantile of |s − c| that the capped frame's radius search targets (as ``"durfee"``)."""
+CAPPED_SPAN = 10.0
+"""U: the radius search runs on the grid points in [S, U·S] only (S: the private median of
+|s − c|), so S ≤ R ≤ U·S; docs/design/frame.md for the choice."""
+CAPPED_SCALE_QUANTILE = 0.5
+"""The quantile of |s − c| whose private value S is the capped search's coarse scale."""
+CAPPED_COARSE = 40
+"""The scale search uses every 40th grid point (:func:`coarse_indices`)."""
+CAPPED_SHARES = {"centre": 0.1, "scale": 0.1, "radius": 0.3}
+"""Per-axis shares of the frame ε (two axes: they sum to 1/2)."""
+
 
 @dataclass(frozen=True)
 class Frame:
-    """A released frame: per-axis centre and radius; limits are centre ± (1 + inflate)·radius."""
+    """A released frame: per-axis centre and radius; limits are centre ± (1 + inflate)·radius.
+
+    ``scale``: the capped frame's private S per axis (its radius lies in [S, U·S]); kept on the
+    driver for checks, not written to results.
+    """
 
     method: str
     center: tuple[float, float]
     radius: tuple[float, float]
     inflate: float = INFLATE
+    scale: tuple[float, float] | None = None
 
     def limits(self, axis: int) -> tuple[float, float]:
         half = (1.0 + self.inflate) * self.radius[axis]
@@ -148,6 +182,149 @@ def durfee_frame_stage(
     for a in range(2):
         _check_radius(radii[a], _AXES[a], frame.limits(a))
     return frame, tuple(records)
+
+
+def capped_frame_stage(
+    x: da.Array,
+    directions: np.ndarray,
+    *,
+    n: int,
+    eps: float,
+    rng: Any,
+    labels: tuple[str, str] = ("PC1", "PC2"),
+    beta: float = DEFAULT_BETA,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Stage[tuple[Frame, tuple[SpendRecord, ...]]]:
+    """The capped frame as a stage (module docstring; proof in docs/design/frame.md).
+
+    ``eps`` is the whole frame allocation, split per axis by :data:`CAPPED_SHARES`. The passes
+    are those of :func:`durfee_frame_stage`; the scale S and the capped search both run on the
+    one radius count vector of their axis.
+    """
+    shares = CAPPED_SHARES
+    grid = upper_grid(beta, max_steps)
+    coarse = coarse_indices(len(grid))
+    (pos, neg), = yield (row_block_sum(x, center_counts, directions, grid, beta,
+                                       name="score-center-counts"),)
+    records: list[SpendRecord] = []
+    centers = []
+    for a in range(2):
+        rel = signed_quantile_from_counts(
+            pos[a], neg[a], grid, n=n, q=0.5, eps=shares["centre"] * eps, beta=beta, rng=rng,
+            component="score", label=f"frame centre {_AXES[a]} ({labels[a]}): Durfee median",
+        )
+        centers.append(rel.value)
+        records.extend(rel.records)
+    (dist,) = yield (row_block_sum(x, radius_counts, directions, np.array(centers), grid,
+                                   name="score-radius-counts"),)
+    radii, scales = [], []
+    for a in range(2):
+        scale = upper_from_counts(
+            dist[a][coarse], grid[coarse], n=n, q=CAPPED_SCALE_QUANTILE,
+            eps=shares["scale"] * eps, rng=rng,
+            component="score", warn=False,
+            label=f"frame scale {_AXES[a]} ({labels[a]}): Durfee median of |s - c| on the "
+                  f"coarse grid")
+        window = capped_window(grid, scale.value)
+        search = upper_from_counts(
+            dist[a][window], grid[window], n=n, q=CAPPED_QUANTILE, eps=shares["radius"] * eps,
+            rng=rng, component="score", warn=False,
+            label=f"frame radius {_AXES[a]} ({labels[a]}): Durfee {CAPPED_QUANTILE} quantile "
+                  f"capped at {CAPPED_SPAN:g} x the scale")
+        radii.append(search.value)
+        scales.append(scale.value)
+        records.extend(scale.records + search.records)
+    frame = Frame("capped", (centers[0], centers[1]), (radii[0], radii[1]),
+                  scale=(scales[0], scales[1]))
+    for a in range(2):
+        _check_radius(radii[a], _AXES[a], frame.limits(a))
+    return frame, tuple(records)
+
+
+def coarse_indices(length: int) -> np.ndarray:
+    """The coarse grid of the capped frame's scale search: every :data:`CAPPED_COARSE`-th point
+    of the fine grid (β^(40j) − 1 for β = 1.01: about 49 % apart), so the search takes few steps
+    and each step's chance to stop early is paid fewer times.
+
+    Examples
+    --------
+    >>> coarse_indices(200).tolist()
+    [39, 79, 119, 159, 199]
+    """
+    return np.arange(CAPPED_COARSE - 1, length, CAPPED_COARSE)
+
+
+def capped_steps(beta: float = DEFAULT_BETA) -> int:
+    """K, the public length of the capped search: enough grid steps to go from S to U·S where
+    the grid is geometric (K = ⌈ln U / ln β⌉ + 1; 233 for U = 10, β = 1.01).
+
+    Examples
+    --------
+    >>> capped_steps(1.01)
+    233
+    """
+    return math.ceil(math.log(CAPPED_SPAN) / math.log(beta)) + 1
+
+
+def capped_window(grid: np.ndarray, scale: float, beta: float = DEFAULT_BETA) -> np.ndarray:
+    """The capped search's K grid indices given the released scale S (a grid point): those of
+    the points in [S, U·S], in order, the last one repeated up to length K (a repeated count
+    keeps the count vector monotone; the length, hence the draws, is public).
+
+    Examples
+    --------
+    >>> g = upper_grid(1.01, 1000)
+    >>> w = capped_window(g, float(g[250]))
+    >>> len(w), int(w[0]), bool(g[w[-1]] <= CAPPED_SPAN * g[250] < g[w[-1] + 1])
+    (233, 250, True)
+    """
+    lo = int(np.searchsorted(grid, scale, side="left"))
+    hi = max(int(np.searchsorted(grid, CAPPED_SPAN * scale, side="right")), lo + 1)
+    return np.minimum(np.arange(lo, lo + capped_steps(beta)), hi - 1)
+
+
+def frame_stage(
+    method: str,
+    x: da.Array,
+    directions: np.ndarray,
+    *,
+    n: int,
+    eps: float,
+    rng: Any,
+    labels: tuple[str, str] = ("PC1", "PC2"),
+) -> Stage[tuple[Frame, tuple[SpendRecord, ...]]]:
+    """The count-pass frame ``method`` ("durfee" or "capped") as a stage."""
+    make = durfee_frame_stage if method == "durfee" else capped_frame_stage
+    return make(x, directions, n=n, eps=eps, rng=rng, labels=labels)
+
+
+def frame_records(method: str, eps: float, delta: float = 0.0) -> list[SpendRecord]:
+    """The frame's planned records (``eps``, ``delta``: the frame's allocation; δ is used by
+    "smooth" only). Every field is public: the searches' ε and Exp scales 2/ε."""
+    if method == "durfee":
+        each = eps / 4.0
+        return [*(_search_record(each / 2, "frame centre: Durfee median (one side)")
+                  for _ in range(4)),
+                *(_search_record(each, "frame radius: Durfee quantile") for _ in range(2))]
+    if method == "capped":
+        shares = CAPPED_SHARES
+        return [*(_search_record(shares["centre"] * eps / 2,
+                                 "frame centre: Durfee median (one side)") for _ in range(4)),
+                *(replace(_search_record(shares["scale"] * eps, "frame scale: Durfee median"),
+                          draws=len(coarse_indices(DEFAULT_MAX_STEPS)) + 1) for _ in range(2)),
+                *(replace(_search_record(shares["radius"] * eps,
+                                         "frame radius: capped Durfee search"),
+                          draws=capped_steps() + 1) for _ in range(2))]
+    third = PrivacyBudget(eps / 3.0, delta / 3.0)
+    return [planned("score", "smooth_sensitivity_laplace", third.eps, third.delta,
+                    note="frame: smooth-sensitivity quantile") for _ in range(3)]
+
+
+def _search_record(eps: float, note: str) -> SpendRecord:
+    """A planned Durfee search of the score component (AboveThreshold on counts, sensitivity 1,
+    Exp scale 2/ε)."""
+    return planned("score", "durfee_above_threshold", eps, sensitivity=1.0, scale=2.0 / eps,
+                   note=note)
 
 
 def smooth_sensitivity(values: np.ndarray, q: float, eps: float, delta: float) -> tuple[float, float]:
