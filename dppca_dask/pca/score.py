@@ -51,7 +51,8 @@ from dppca_dask.pca.frame import (
     FRAME_METHODS,
     INFLATE,
     Frame,
-    durfee_frame_stage,
+    frame_records,
+    frame_stage,
     score_array,
     smooth_frame,
 )
@@ -64,7 +65,6 @@ from dppca_dask.pca.histograms import (
     release_histograms,
 )
 from dppca_dask.pca.loading import SENSITIVITIES, parse_pairs, resolve_pairs
-from dppca_dask.pca.scree_methods import search_record
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
@@ -140,9 +140,11 @@ def dp_score(
         Earlier private directions (p × k, e.g. a :class:`~dppca_dask.LoadingResult`); the loading
         allocation then only records that release.
     frame
-        ``"durfee"`` (default; pure ε-DP per-axis Durfee median and 0.995 radius, rectangular,
-        inflated by 0.2; two count passes) or ``"smooth"`` (legacy v0.1.0 square frame from
-        smooth-sensitivity quantiles; collects the n × 2 scores on the driver). The smooth frame
+        ``"durfee"`` (default, the seed's; pure ε-DP per-axis Durfee median and 0.995 radius,
+        rectangular, inflated by 0.2; two count passes), ``"capped"`` (the same passes; the
+        0.995 radius search runs only between a private median S of |s − c| and 10·S, so it
+        cannot run away; pure ε-DP, docs/design/frame.md; the CLI default) or ``"smooth"``
+        (legacy v0.1.0 square frame from smooth-sensitivity quantiles; collects the n × 2 scores on the driver). The smooth frame
         needs δ: it takes 35 % of the score δ as well as 35 % of ε, and the histogram gets the
         remaining 65 % of δ.
     cpp_option
@@ -294,13 +296,13 @@ def score_stage(
     labels = (f"PC{axes[0]}", f"PC{axes[1]}")
 
     observed = None
-    if frame == "durfee":
-        fr, frame_records = yield from durfee_frame_stage(
-            source.array, v2, n=source.n, eps=FRAME_SHARE * score_budget.eps,
+    if frame != "smooth":
+        fr, frame_ledger = yield from frame_stage(
+            frame, source.array, v2, n=source.n, eps=FRAME_SHARE * score_budget.eps,
             rng=state.generator, labels=labels)
     else:
         (observed,) = yield (score_array(source.array, v2),)
-        fr, frame_records = smooth_frame(
+        fr, frame_ledger = smooth_frame(
             observed, budget=PrivacyBudget(FRAME_SHARE * score_budget.eps, frame_delta),
             rng=state.generator, labels=labels)
     x_breaks, y_breaks = frame_breaks(fr, m_bins)
@@ -316,7 +318,7 @@ def score_stage(
         raise RuntimeError(f"The bin-count pass counted {int(counts.sum())} rows, not {source.n}.")
     hist = release_histograms(counts, sizes, methods=methods, budget=hist_budget,
                               calibration=calibration, rng=state.generator, levels=levels)
-    ledger = (*released.records, *frame_records, *hist.records)
+    ledger = (*released.records, *frame_ledger, *hist.records)
     return Part(_build_result(
         source=source, plan=plan, ledger=ledger, frame=fr, x_breaks=x_breaks, y_breaks=y_breaks,
         hist=hist, counts=counts, sizes=sizes, levels=levels, codes=codes, directions=v2,
@@ -417,19 +419,8 @@ def score_records(budget: BudgetPlan, *, methods: Sequence[str], frame: str,
     """The score stage's planned records: the frame's searches, then one per histogram method
     (groups are disjoint: parallel composition, one record each)."""
     score_budget = budget.spend("score")
-    frame_eps = FRAME_SHARE * score_budget.eps
-    out: list[SpendRecord] = []
-    if frame == "durfee":
-        each = frame_eps / 4.0
-        out += [search_record(each / 2, "score", "frame centre: Durfee median (one side)")
-                for _ in range(4)]
-        out += [search_record(each, "score", "frame radius: Durfee quantile") for _ in range(2)]
-        frame_delta = 0.0
-    else:
-        frame_delta = FRAME_SHARE * score_budget.delta
-        third = PrivacyBudget(frame_eps / 3.0, frame_delta / 3.0)
-        out += [planned("score", "smooth_sensitivity_laplace", third.eps, third.delta,
-                        note="frame: smooth-sensitivity quantile") for _ in range(3)]
+    frame_delta = FRAME_SHARE * score_budget.delta if frame == "smooth" else 0.0
+    out: list[SpendRecord] = frame_records(frame, FRAME_SHARE * score_budget.eps, frame_delta)
     hist = PrivacyBudget((1 - FRAME_SHARE) * score_budget.eps, score_budget.delta - frame_delta)
     for m in HISTOGRAM_METHODS:
         if m == "add" and m in methods:  # counts: L2 sensitivity sqrt(2), exact integer noise
@@ -450,9 +441,9 @@ def score_records(budget: BudgetPlan, *, methods: Sequence[str], frame: str,
 
 
 def score_rounds(frame: str) -> int:
-    """Data passes of the score stage: frame centre and radius counts (durfee) or the observed
-    scores (smooth), then the cell counts."""
-    return 3 if frame == "durfee" else 2
+    """Data passes of the score stage: frame centre and radius counts (durfee, capped) or the
+    observed scores (smooth), then the cell counts."""
+    return 2 if frame == "smooth" else 3
 
 
 def plan_score(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str] = ("add",),
