@@ -243,10 +243,13 @@ def _stops_cleanly() -> Iterator[None]:
 
 
 def _echo_timings(outcome: Any) -> None:
-    """Run times, for the operator only: they depend on the data, so no output records them."""
+    """Run times, for the operator only: they depend on the data, so no result store, summary,
+    config or ledger records them (report.html shows them in its operator-only "Run times"
+    section, to be removed before publishing where timing must not leak)."""
     parts = [f"{k.replace('_', ' ')} {v:.2f} s" for k, v in outcome.timings.items()]
     if parts:
-        click.echo("Times (not recorded in any output): " + ", ".join(parts))
+        click.echo("Times (operator only: in report.html's Run times, in no data output): "
+                   + ", ".join(parts))
 
 
 def _echo_report(directory: Path) -> None:
