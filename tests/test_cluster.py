@@ -302,6 +302,38 @@ def test_run__scheduler_killed_mid_pass_fails_cleanly_and_writes_nothing(tmp_pat
     assert _ledger_kinds(tmp_path / "lost.ledger.sqlite") == ["reserve", "cancel"]
 
 
+@pytest.mark.slow
+def test_run__all_workers_killed_mid_pass_is_one_error_line_and_a_refund(tmp_path, shared):
+    """Every worker (nanny and process) killed mid-pass: no hang -- one error line within
+    cluster.timeout + 30 s, the reservation refunded, no output nor temporary directory."""
+    timeout = 5
+    with dask_processes(tmp_path / "dask", n_workers=2) as (procs, monitor):
+        cfg = _config(tmp_path, shared["data"], "nobody",
+                      {"kind": "address", "address": procs.address, "timeout": timeout})
+        proc = _run_cli(cfg)
+        try:
+            seen = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
+                               "the Kendall pass to start")
+            assert isinstance(seen, str), _finish(proc)
+            for worker in procs.procs[1:]:
+                _kill_group(worker)  # the nanny too: nothing restarts it
+            killed = time.monotonic()
+            code, out = _finish(proc, timeout=timeout + 30)
+            elapsed = time.monotonic() - killed
+        finally:
+            _kill_group(proc)
+    lines = [line for line in out.splitlines() if line.startswith("Error")]
+    assert code == 1, out
+    assert len(lines) == 1, out
+    assert lines[0].startswith(f"Error: No Dask worker has been connected to {procs.address} "
+                               f"for {timeout} s (cluster.timeout) during the run"), out
+    assert "Traceback" not in out
+    assert elapsed < timeout + 30
+    assert not (tmp_path / "nobody").exists()
+    assert not list(tmp_path.glob(".nobody*"))
+    assert _ledger_kinds(tmp_path / "nobody.ledger.sqlite") == ["reserve", "cancel"]
+
+
 # ---------------------------------------------------------------- in-process clusters
 
 
@@ -370,21 +402,23 @@ def test_connect__retries_rerun_a_failing_task(tmp_path):
         compute(delayed(flaky, pure=False)())
 
 
-def test_client_compute__passes_retries():
-    class Client:
-        status = "running"
+def test_client_compute__passes_retries(monkeypatch):
+    from distributed import Client, LocalCluster
 
-        def compute(self, objs, retries):
-            self.retries = retries
-            return objs
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        seen = {}
+        real = client.compute
 
-        def gather(self, futures):
-            return futures
+        def spy(objs, retries):
+            seen["retries"] = retries
+            return real(objs, retries=retries)
 
-    client = Client()
-    run = _client_compute(client, False, 3, "somewhere", lambda: None)
-    assert run(1, 2) == (1, 2)
-    assert client.retries == 3
+        monkeypatch.setattr(client, "compute", spy)
+        cfg = AddressClusterConfig(kind="address", address="tcp://127.0.0.1:1", retries=3)
+        run = _client_compute(client, False, cfg, "somewhere", lambda: None)
+        assert run(delayed(1), delayed(2)) == (1, 2)
+    assert seen["retries"] == 3
 
 
 def _self_signed(directory: Path) -> dict[str, str]:

@@ -25,8 +25,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
@@ -43,6 +41,7 @@ from dppca_dask.pipeline.cluster_config import (
     TLSConfig,
     split_host_port,
 )
+from dppca_dask.pipeline.watchdog import Watchdog, set_allowed_failures
 
 __all__ = ["ClusterError", "connect", "describe_cluster"]
 
@@ -278,11 +277,14 @@ def _warn_if_exposed(config: LocalClusterConfig | SlurmClusterConfig) -> None:
     )
 
 
-def _client_compute(client: Any, progress: bool, retries: int, where: str,
+def _client_compute(client: Any, progress: bool, config: AnyCluster, where: str,
                     lost: Callable[[], None]) -> Callable[..., tuple[Any, ...]]:
     from distributed import KilledWorker
     from distributed import progress as show_progress
+    from distributed import wait as wait_for
     from distributed.comm.core import CommClosedError
+
+    timeout, stall = watch_timeouts(config)
 
     def gone() -> ClusterError:
         lost()
@@ -292,72 +294,52 @@ def _client_compute(client: Any, progress: bool, retries: int, where: str,
         if client.status != "running":  # lost before this computation (e.g. between stages)
             raise gone()
         try:
-            futures = client.compute(list(objs), retries=retries)
+            futures = client.compute(list(objs), retries=config.retries)
         except OSError:  # submitting the graph failed: no task ran, so it is the connection
             raise gone() from None
-        watchdog = _NoWorkers(client, futures) if where == "the local cluster" else None
+        watchdog = Watchdog(client, futures, timeout=timeout, stall_timeout=stall, where=where)
         try:
             if progress:
                 show_progress(futures)
                 sys.stdout.write("\n")
+            while not watchdog.fired:  # bounded waits: the watchdog may have to step in
+                try:
+                    wait_for(futures, timeout=1.0)
+                    break
+                except TimeoutError:
+                    continue
+            if watchdog.fired:
+                raise ClusterError(f"{watchdog.reason}.")
             return tuple(client.gather(futures))
         except KilledWorker as exc:
             raise ClusterError(
                 f"Dask workers kept dying while running task {exc.task!r} (more than "
-                "distributed.scheduler.allowed-failures times); check their memory limits "
-                "and logs."
+                f"cluster.allowed_failures = {config.allowed_failures} times); check their "
+                "memory limits and logs, or raise cluster.allowed_failures."
             ) from None
         except (CommClosedError, CancelledError) as exc:
-            if watchdog is not None and watchdog.fired:
-                raise ClusterError(
-                    f"The local cluster has had no Dask workers for {watchdog.timeout:g} s: its "
-                    "worker processes are gone (killed by the system, e.g. out of memory?). "
-                    "Nothing was released; check cluster.memory_limit and the machine's "
-                    "memory.") from None
+            if watchdog.fired:
+                raise ClusterError(f"{watchdog.reason}.") from None
             if client.status == "running" and not _connection_lost(exc):
                 raise
             raise gone() from None
         finally:
-            if watchdog is not None:
-                watchdog.stop()
+            watchdog.stop()
 
     return run
 
 
-class _NoWorkers:
-    """Cancels a computation on the local cluster once it has had no worker for ``timeout``
-    seconds (Dask config ``dppca.cluster.no-workers-timeout``, default 60): a gather on a
-    cluster whose worker processes are gone would otherwise wait forever."""
+def watch_timeouts(config: AnyCluster) -> tuple[float, float]:
+    """(seconds without a worker, seconds without a finished task) before a run is stopped:
+    ``cluster.timeout`` and ``cluster.stall_timeout``. The Dask config key
+    ``dppca.cluster.no-workers-timeout`` (earlier versions) overrides ``cluster.timeout`` of a
+    local cluster."""
+    import dask
 
-    def __init__(self, client: Any, futures: Any) -> None:
-        import dask
-
-        self.timeout = float(dask.config.get("dppca.cluster.no-workers-timeout", 60.0))
-        self.fired = False
-        self._client, self._futures = client, futures
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        empty_since: float | None = None
-        while not self._done.wait(min(1.0, self.timeout / 4)):
-            try:
-                workers = self._client.scheduler_info().get("workers", {})
-            except (OSError, RuntimeError, TimeoutError):  # the caller handles the connection
-                return
-            if workers:
-                empty_since = None
-                continue
-            empty_since = empty_since if empty_since is not None else time.monotonic()
-            if time.monotonic() - empty_since >= self.timeout:
-                self.fired = True
-                self._client.cancel(self._futures)
-                return
-
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join(timeout=5)
+    timeout = float(config.timeout)
+    if isinstance(config, LocalClusterConfig):
+        timeout = float(dask.config.get("dppca.cluster.no-workers-timeout", timeout))
+    return timeout, float(config.stall_timeout)
 
 
 def _connection_lost(exc: BaseException) -> bool:
@@ -440,12 +422,31 @@ def connect(
                 _announce_dashboard(client, config)
             if input_path is not None and not isinstance(config, LocalClusterConfig):
                 _check_input_reachable(client, input_path)
-            with use_compute(_client_compute(client, progress, config.retries, where, lost)):
+            _allow_failures(client, config, stack)
+            with use_compute(_client_compute(client, progress, config, where, lost)):
                 yield client
     finally:
         scheduler_log.removeFilter(quiet)
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def _allow_failures(client: Any, config: AnyCluster, stack: contextlib.ExitStack) -> None:
+    """The scheduler reruns a task whose worker died up to ``cluster.allowed_failures`` times
+    (Dask's ``distributed.scheduler.allowed-failures``, default 3, condemned most runs under
+    churn); a shared scheduler gets its own value back at the end."""
+    try:
+        old = set_allowed_failures(client, config.allowed_failures)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(f"The Dask scheduler did not answer ({type(exc).__name__}).") from None
+    if old is not None and old != config.allowed_failures:
+        stack.callback(_restore_failures, client, old)
+
+
+def _restore_failures(client: Any, value: int) -> None:
+    if client.status == "running":
+        with contextlib.suppress(Exception):
+            set_allowed_failures(client, value)
 
 
 class _CancelledFeed(logging.Filter):

@@ -11,7 +11,11 @@ and the key, e.g. ``cluster.slurm.cores``):
 
 Every kind takes ``retries`` (how often a task that *raised* is rerun, passed to
 ``Client.compute``). A worker that dies needs no retries: the scheduler reruns its tasks
-elsewhere, and the tasks are pure functions of the data, so the release is unchanged.
+elsewhere, and the tasks are pure functions of the data, so the release is unchanged. Every kind
+also takes the watchdog's bounds (:mod:`dppca_dask.pipeline.watchdog`): ``timeout`` (seconds
+without any worker during a run; for ``address``, ``slurm`` and ``kubernetes`` also the wait for
+the first worker), ``stall_timeout`` (seconds without a finished task while tasks are pending)
+and ``allowed_failures`` (worker deaths a task may meet; set on the scheduler for the run).
 
 This module only describes clusters; :mod:`dppca_dask.pipeline.cluster` starts them. It imports neither
 ``distributed`` nor the optional back-ends, so ``dppca-dask plan`` works without them.
@@ -98,16 +102,30 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+ALLOWED_FAILURES = 25
+"""Default of ``cluster.allowed_failures`` (docs/reliability.md: chosen by measurement)."""
+STALL_TIMEOUT = 120
+"""Default of ``cluster.stall_timeout`` in seconds (docs/reliability.md)."""
+
+
 class _Cluster(_Model):
     retries: NonNegativeInt = 0
     """Reruns of a task that raised (e.g. a flaky object-store read); not needed for lost workers."""
+    allowed_failures: NonNegativeInt = ALLOWED_FAILURES
+    """How often a task may be on a worker that dies before the run stops (Dask's
+    ``distributed.scheduler.allowed-failures``, set on the scheduler for the run)."""
+    stall_timeout: PositiveInt = STALL_TIMEOUT
+    """Seconds without any finished task, while tasks are pending, before the run stops."""
 
     def describe(self) -> str:
         """What would be started or reached; first line, then lines indented by two spaces."""
         raise NotImplementedError
 
     def _retries(self) -> list[str]:
-        return [f"  task retries: {self.retries}"] if self.retries else []
+        timeout = getattr(self, "timeout", None)
+        lines = [f"  watchdog: {timeout} s without a worker or {self.stall_timeout} s without a "
+                 f"finished task stop the run; allowed_failures {self.allowed_failures}"]
+        return [*lines, f"  task retries: {self.retries}"] if self.retries else lines
 
 
 def _memory(value: str | None) -> str | None:
@@ -216,6 +234,10 @@ class LocalClusterConfig(_Dashboard):
     threads_per_worker: PositiveInt = 1
     memory_limit: str | NonNegativeInt = "auto"
     processes: bool = True
+    timeout: PositiveInt = 60
+    """Seconds a running computation may go without any worker (they were killed) before the
+    run stops (the Dask config key ``dppca.cluster.no-workers-timeout`` of earlier versions
+    overrides it)."""
 
     def describe(self) -> str:
         """
@@ -224,6 +246,7 @@ class LocalClusterConfig(_Dashboard):
         >>> print(LocalClusterConfig(n_workers=2).describe())
         embedded LocalCluster: 2 worker(s) x 1 thread(s), memory_limit=auto, processes
           scheduler and workers on 127.0.0.1; dashboard on 127.0.0.1:0
+          watchdog: 60 s without a worker or 120 s without a finished task stop the run; allowed_failures 25
         >>> print(LocalClusterConfig(n_workers=2, dashboard=False).describe().splitlines()[1])
           scheduler and workers on 127.0.0.1; dashboard off (HTTP pages on 127.0.0.1:0)
         """
@@ -286,6 +309,7 @@ class AddressClusterConfig(_Cluster):
         >>> print(AddressClusterConfig(kind="address", address="tcp://h:8786").describe())
         existing scheduler at tcp://h:8786 (connect timeout 30 s)
           the workers read the input path themselves: it must be reachable from every worker
+          watchdog: 30 s without a worker or 120 s without a finished task stop the run; allowed_failures 25
         """
         lines = [f"existing scheduler at {self.address} (connect timeout {self.timeout} s)"]
         if self.security is not None:
