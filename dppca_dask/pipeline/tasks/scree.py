@@ -30,6 +30,7 @@ from dppca_dask.pca.scree import (
 )
 from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
+from dppca_dask.pca.scree_utility import noise_lines
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, loading_line, pairs_of
 from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
@@ -108,7 +109,8 @@ def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan
                          f"{min(blocks, n // 2)} blocks) laplace scale {_r(2 / eps_m2)}, then "
                          f"{steps} gaussian steps of eps {_r((per.eps - eps_m2) / steps)}, "
                          "sensitivity 2 eta0 tau/n of the released tau" + z)
-    return lines
+    return lines + noise_lines(methods, controls, n=n, k=k, budget=method,
+                               calibration=opts.calibration)
 
 
 def scree_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
