@@ -31,6 +31,7 @@ from dppca_dask.pca.scree import check_scree_args, parse_center, resolve_k
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
+from dppca_dask.pca.scree_utility import noise_lines
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.score import histogram_line, samples_table, score_noise
 from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, pairs_of
@@ -111,6 +112,8 @@ def pca_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan) 
         else:
             steps, _ = huber_defaults(n, ctl)
             lines.append(f"{head} -> m2 histogram, then {steps} gaussian gradient steps")
+    lines += noise_lines(methods, controls, n=n, k=k, budget=scree.scaled(1.0 - share),
+                         calibration=opts.calibration)
     return lines + score_lines[1:]
 
 
