@@ -31,6 +31,7 @@ from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
+from dppca_dask.results.scree_utility import released_noise_lines
 
 __all__ = ["ScreeResult", "ScreeSummary", "build_scree_result"]
 
@@ -187,6 +188,8 @@ class ScreeSummary:
                             self.digits)
         lines += ["", *result._budget_lines(), *result._tail(),
                   "The full values are available in $scree and $pve."]
+        lines += released_noise_lines(self.metadata, np.atleast_2d(
+            self.dataset["scree_raw"].values).tolist())  # after the seed's lines
         return "\n".join(lines)
 
 
