@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import xarray as xr
 
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
@@ -38,6 +39,7 @@ from dppca_dask.results.base import (
 )
 from dppca_dask.results.score import ScoreResult
 from dppca_dask.results.scree import ScreeResult
+from dppca_dask.results.scree_utility import released_noise_lines
 
 __all__ = ["PCAResult", "PCASummary"]
 
@@ -208,6 +210,8 @@ class PCASummary:
         lines += [f"Data passes: {meta['passes']} reads of the input",
                   f"Non-private reference: {res._stored()} ",
                   "The parts are available in $loading, $scree and $score."]
+        lines += released_noise_lines(scree.metadata, np.atleast_2d(
+            scree.dataset["scree_raw"].values).tolist())  # after the seed's lines
         return "\n".join(lines)
 
 
