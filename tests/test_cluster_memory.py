@@ -46,3 +46,39 @@ def test_local_cluster__all_workers_gone_is_an_error_not_a_hang():
         with pytest.raises(ClusterError, match=r"^No Dask worker has been connected to the local cluster for 1 s"):
             compute(delayed(_slow)(1))
         assert time.monotonic() - start < 30
+
+
+def test_check_task_memory__a_task_no_worker_can_hold_is_refused_with_the_estimate():
+    from distributed import Client, LocalCluster
+
+    from dppca_dask.pipeline.cluster import check_task_memory
+
+    with LocalCluster(n_workers=1, processes=False, memory_limit="400MiB",
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        check_task_memory(client, 10 * 2**20, "a small task")  # fits: nothing raised
+        with pytest.raises(ClusterError, match=r"^The run's tasks cannot fit a Dask worker: the "
+                                               r"largest needs about 1,024 MiB \(a big task\), "
+                                               r"but .* 400 MiB memory limit"):
+            check_task_memory(client, 2**30, "a big task")
+
+
+def test_plan__states_the_peak_memory_per_task_and_the_driver_gather(tmp_path):
+    import numpy as np
+    import xarray as xr
+    import yaml
+    from click.testing import CliRunner
+
+    from dppca_dask.cli import main
+
+    x = np.random.default_rng(0).normal(size=(3000, 4))
+    xr.Dataset({"X": (("sample", "variable"), x)}).chunk({"sample": 1000}).to_zarr(
+        tmp_path / "d.zarr", consolidated=False)
+    cfg = {"input": {"path": str(tmp_path / "d.zarr"), "array": "X"}, "task": "pca",
+           "privacy": {"eps": 1.0, "delta": 1e-5}, "pca": {"scree_control": {"clipped": {"C_clip": 5.0}}},
+           "output": {"directory": str(tmp_path / "out")}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    result = CliRunner().invoke(main, ["plan", str(tmp_path / "c.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "  peak per task: about " in result.output
+    assert "(a Kendall work unit: two blocks of 3,000 rows x 4 columns" in result.output
+    assert "  largest driver-side gather: about 0.0 MiB (6 p x p matrices)" in result.output

@@ -393,16 +393,50 @@ def _check_worker_memory(client: Any) -> None:
             )
 
 
+PAUSE_FRACTION = 0.8
+"""Dask pauses a worker (it takes no new task) at this share of its memory_limit."""
+
+
+def check_task_memory(client: Any, need: int, what: str) -> None:
+    """Refuse a cluster whose workers cannot hold one task of ``need`` bytes below Dask's pause
+    threshold on top of what they use now (a paused worker stalls the run; one above its limit
+    is restarted and the task condemned)."""
+    try:
+        workers = client.scheduler_info().get("workers", {})
+    except (OSError, TimeoutError):
+        return  # the compute reports a lost connection
+    room = []
+    for info in workers.values():
+        limit = int(info.get("memory_limit") or 0)
+        if not limit:
+            return  # a worker without a limit can hold it
+        used = int((info.get("metrics") or {}).get("memory") or 0)
+        room.append((PAUSE_FRACTION * limit - used, limit, used))
+    if not room:
+        return
+    free, limit, used = max(room)
+    if need > free:
+        raise ClusterError(
+            f"The run's tasks cannot fit a Dask worker: the largest needs about "
+            f"{need / 2**20:,.0f} MiB ({what}), but the roomiest worker has "
+            f"{max(free, 0) / 2**20:,.0f} MiB below Dask's pause threshold (80 % of its "
+            f"{limit / 2**20:,.0f} MiB memory limit; it uses {used / 2**20:,.0f} MiB). Give the "
+            "workers more memory (cluster.memory_limit), or use smaller row blocks "
+            "(loading.block_rows, the input's row chunks). Nothing was read.")
+
+
 @contextlib.contextmanager
 def connect(
     config: AnyCluster, *, progress: bool = True, input_path: str | None = None,
-    announce: bool | None = None,
+    announce: bool | None = None, task_memory: tuple[int, str] | None = None,
 ) -> Iterator[Any]:
     """Open the configured cluster and route computations through it; yields the client.
 
     With ``input_path`` (a local path), every worker of a remote cluster is first asked whether
     it sees that path, so a missing shared file system is one clear error, not a task failure.
     ``announce`` (default: ``progress``) prints the dashboard's link on stderr.
+    ``task_memory`` (bytes, what): the plan's peak per task; a cluster none of whose workers
+    can hold it below Dask's pause threshold is refused before any data is read.
     """
     levels: dict[str, int] = {}
 
@@ -422,6 +456,8 @@ def connect(
                 _announce_dashboard(client, config)
             if input_path is not None and not isinstance(config, LocalClusterConfig):
                 _check_input_reachable(client, input_path)
+            if task_memory is not None:
+                check_task_memory(client, *task_memory)
             _allow_failures(client, config, stack)
             with use_compute(_client_compute(client, progress, config, where, lost)):
                 yield client
