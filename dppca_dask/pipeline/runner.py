@@ -59,6 +59,7 @@ from dppca_dask.pipeline.deployment import apply_deployment, deployment_settings
 from dppca_dask.pipeline.interrupts import critical
 from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.tasks import TASKS, TaskSpec, mib
+from dppca_dask.pipeline.tasks.memory import memory_plan
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.privacy.guarantees import guarantee_warnings
 from dppca_dask.privacy.plan import Plan
@@ -196,6 +197,7 @@ class RunPlan:
             + (f", ... ({src.p} in all)" if src.p > 10 else ""),
             "",
             *self.work,
+            *memory_plan(cfg, src).lines(),
             "",
             f"Cluster: {describe_cluster(cfg.cluster)}",
             f"Output: {cfg.output.directory} ({', '.join(cfg.output.formats)})",
@@ -416,8 +418,10 @@ def execute(
     with _ledger_reservation(config, plan, spec, state.seeded, tracker) as entry:
         start = time.perf_counter()
         timings["plan"] = start - started
+        memory = memory_plan(config, plan.source)
         with connect(config.cluster, progress=progress, input_path=config.input.path,
-                     announce=progress or on_pass is not None):  # the dashboard link
+                     announce=progress or on_pass is not None,  # the dashboard link
+                     task_memory=(memory.task, memory.task_what)):
             timings["cluster_start"] = time.perf_counter() - start
             source = as_data(config.input.path, **_source_kwargs(config))
             begin = time.perf_counter()
