@@ -591,6 +591,30 @@ def budget_import(old: str, ledger_path: str | None) -> None:
     click.echo(import_old(old, ledger_path))
 
 
+@main.command()
+@click.option("--config", "app_config", type=click.Path(dir_okay=False), default=None,
+              help="APP.yaml: the catalogue of Zarr stores, uploads, output directory, cluster "
+                   "and whether non-private panels are offered (default: built-in settings, "
+                   "the demo dataset if ./dppca-demo/gau.zarr exists).")
+@click.option("--port", type=click.IntRange(1, 65535), default=5006, show_default=True,
+              help="The port to listen on (127.0.0.1 only).")
+@_handle_errors
+def app(app_config: str | None, port: int) -> None:
+    """A local web app (Panel, the `app` extra) on http://127.0.0.1:PORT/: choose a dataset and
+    the settings, run pca releases through the same pipeline and ledger as `dppca-dask run`.
+
+    Every run spends budget from the dataset's ledger; the page shows the spend and the cap.
+    Stop it with Ctrl-C.
+    """
+    from dppca_dask.app import MISSING_PANEL, panel_available, serve
+
+    if not panel_available():
+        click.echo(f"Error: {MISSING_PANEL}", err=True)
+        sys.exit(EXIT_USER_ERROR)
+    click.echo(f"dppca-dask app: http://127.0.0.1:{port}/ (Ctrl-C stops it)", err=True)
+    serve(app_config, port=port, address="127.0.0.1", wording=cli_message)
+
+
 _VERSIONED = ("dppca_dask", "numpy", "scipy", "dask", "distributed", "zarr", "xarray", "pandas",
               "pyarrow", "h5netcdf", "fsspec", "numba", "pydantic", "click", "matplotlib")
 
