@@ -2,7 +2,8 @@
 
 ``python benchmarks/utility.py`` prints one table per part and writes them, with the settings and
 the command, to ``benchmarks/results/utility.md`` (``--out``). Default size (n = 5000, p = 20,
-ε ∈ {0.5, 1, 4}, 40 repetitions): about 4 minutes on 2 shared cores; ``--quick`` is a smoke run.
+ε ∈ {0.5, 1, 4}, 40 repetitions): 402 s on 2 cores shared with other work; ``--quick`` is a
+smoke run.
 
 Settings compared at equal privacy (total ε = ``--eps``, δ = 1e-5, replace-one):
 
