@@ -138,3 +138,20 @@ def test_release_covariance__auto_info():
                              control=None, rng=np.random.default_rng(0), clip="row")
     assert est.info["method"] == "auto" and est.info["psd"] is True
     assert est.measured.all()
+
+
+def test_dp_covariance__auto_public_fields_do_not_depend_on_the_data():
+    # Neighbouring datasets (one row replaced by an extreme one), same generator: every field
+    # not marked private -- metadata, ledger, non-private variables -- is identical.
+    x = _data(6, n=300, d=4)
+    y = x.copy()
+    y[17] = [40.0, -40.0, 40.0, -40.0]
+    a = dp_covariance(x, rho=0.2, method="auto", clip="row", radius=4.0, rng=11)
+    b = dp_covariance(y, rho=0.2, method="auto", clip="row", radius=4.0, rng=11)
+    assert a.metadata == b.metadata
+    assert list(a.ledger) == list(b.ledger)
+    public = [name for name, var in a.dataset.data_vars.items() if var.attrs.get("private") == 0]
+    assert "bound" in public
+    for name in public:
+        np.testing.assert_array_equal(a.dataset[name].values, b.dataset[name].values)
+    assert not np.array_equal(a.covariance.values, b.covariance.values)
