@@ -127,7 +127,7 @@ def test_plan_pca__equals_the_ledger_and_the_passes(scree, score, center, suppli
 
 
 @pytest.mark.parametrize(("method", "budget"), list(itertools.product(
-    ["pace_ggm", "ssp", "diagonal"], [{"rho": 0.5}, {"eps": 1.0, "delta": 1e-5}])))
+    ["pace_ggm", "ssp", "diagonal", "auto"], [{"rho": 0.5}, {"eps": 1.0, "delta": 1e-5}])))
 def test_plan_covariance__equals_the_ledger(method, budget):
     control = pace_ggm_control(mean="measure") if method == "pace_ggm" else None
     fit = dp_covariance(X, bounds=10.0, method=method, control=control, rng=5, **budget)
