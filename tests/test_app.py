@@ -28,6 +28,7 @@ import yaml
 from click.testing import CliRunner
 
 from dppca_dask.cli import cli_message, main
+from dppca_dask.errors import DPPCAError
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -305,3 +306,31 @@ def test_app__form_errors_are_the_cli_messages(tmp_path):
         assert cli_error == f"Error: {app_error}"
     app_error, _ = both(**good, non_private=True)
     assert app_error.startswith("Non-private reference panels are not allowed by this deployment")
+
+
+def test_convert_upload__same_bytes_keep_their_store_and_ledger_account(tmp_path):
+    from dppca_dask.app.catalogue import (
+        convert_upload,
+        guess_group_column,
+        numeric_columns,
+        read_upload_frame,
+    )
+    from dppca_dask.io.datasets import make_gau
+    from dppca_dask.io.identity import resolve_dataset
+
+    frame = make_gau(5, rng=3).rename(columns={"group": "site"})
+    frame["cluster"] = [1, 2] * 12 + [1]
+    data = frame.to_csv(index=False).encode()
+    seen = read_upload_frame("survey.csv", data)
+    group = guess_group_column(seen)
+    assert group == "cluster"  # a group-like name wins over the first non-numeric column
+    columns = numeric_columns(seen, group)
+    assert columns == [f"V{j}" for j in range(1, 21)]
+    first = convert_upload("survey.csv", data, tmp_path, columns=columns, group=group)
+    again = convert_upload("survey.csv", data, tmp_path, columns=columns, group=group)
+    other = convert_upload("survey.csv", data, tmp_path, columns=columns[:5], group=group)
+    assert first == again and first.path != other.path and first.group == "group"
+    ids = {resolve_dataset(c.path, "X").dataset_id for c in (first, again, other)}
+    assert len(ids) == 2
+    with pytest.raises(DPPCAError, match="must be a .csv, .parquet or .pq file"):
+        read_upload_frame("survey.xlsx", data)
