@@ -17,7 +17,8 @@ Methods (``--methods``): ``pace_ggm``, ``ssp``, ``diagonal`` clip each value to 
 [−B, B]; ``pace_ggm_row``, ``ssp_row``, ``diagonal_row`` scale each row to L2 norm at most the
 public radius R = ``--radius-factor``·√d·B/3 (default 1.5·√d for standardised data with B = 3;
 Analyze-Gauss, ``dp_covariance(clip="row")``); ``auto``, ``auto_row``: the SSP release
-post-processed by James--Stein / spectral shrinkage (``dp_covariance(method="auto")``).
+post-processed by James--Stein / spectral shrinkage (``dp_covariance(method="auto")``; only when
+named in ``--methods``).
 * ``allocation.md`` -- the sweep of the allocation fractions (β = diag_fraction and
   α = measure_fraction) that tests the paper's robustness claim;
 * ``solver.md`` -- the maximum-entropy (interior-point) reconstruction vs projected gradient
@@ -69,9 +70,9 @@ from dppca_dask.covariance.estimator import release_covariance
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, pace_ggm_control
 
 RHOS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
-ALL_METHODS = ("pace_ggm", "pace_ggm_row", "ssp", "ssp_row", "diagonal", "diagonal_row",
-               "auto", "auto_row")
-METHODS = ALL_METHODS  # the methods of this run (``--methods``)
+DEFAULT_METHODS = ("pace_ggm", "pace_ggm_row", "ssp", "ssp_row", "diagonal", "diagonal_row")
+ALL_METHODS = (*DEFAULT_METHODS, "auto", "auto_row")
+METHODS = DEFAULT_METHODS  # the methods of this run (``--methods``)
 RADIUS_FACTOR = 1.5
 REAL = ("wine", "breast_cancer", "digits", "diabetes")
 SYNTHETIC = ("synthetic16", "synthetic64", "synthetic256")
@@ -461,8 +462,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--control", action="append", default=[], metavar="KEY=VALUE",
                         help="a pace_ggm_control() argument for the main evaluation, e.g. "
                              "mean=measure (repeatable)")
-    parser.add_argument("--methods", default=",".join(ALL_METHODS),
-                        help="comma-separated, from " + ", ".join(ALL_METHODS))
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                        help="comma-separated, from " + ", ".join(ALL_METHODS) + " (default: all "
+                             "but auto and auto_row)")
     parser.add_argument("--radius-factor", type=float, default=RADIUS_FACTOR,
                         help="row clipping radius R = factor * sqrt(d) * B / 3 (public)")
     parser.add_argument("--quick", action="store_true", help="smoke run (seconds)")
