@@ -32,6 +32,7 @@ import xarray as xr
 
 from dppca_dask._validation import parse_int
 from dppca_dask.errors import DPPCAError, InputError
+from dppca_dask.graph.groups import label_strings
 from dppca_dask.io.tables import Table, open_table, table_kind
 from dppca_dask.io.zarr_guard import MissingChunkError, check_chunks, guarded, missing_message
 
@@ -56,7 +57,9 @@ class DataSource:
     p: int
     origin: str
     checked_finite: bool
-    groups: np.ndarray | None = None
+    groups: np.ndarray | da.Array | None = None
+    """Group labels: strings in memory, or a lazy 1-D dask array (a stored variable) that only
+    the passes read, block by block (:mod:`dppca_dask.graph.groups`)."""
 
 
 @dataclass(frozen=True)
@@ -397,22 +400,26 @@ def _check_finite(a: np.ndarray, names: Sequence[str], owner: str, rows: int) ->
                        f"{count} non-finite value(s) (first at {first})")
 
 
-def column_labels(raw: Any, n: int, owner: str, name: str = "group") -> np.ndarray:
-    """Group labels as strings, checked for length ``n`` and missing values (SPEC §6.7)."""
-    values = raw.compute() if isinstance(raw, da.Array) else raw
-    values = np.asarray(getattr(values, "values", values), dtype=object)
+def column_labels(raw: Any, n: int, owner: str, name: str = "group") -> np.ndarray | da.Array:
+    """Group labels as strings, checked for length ``n`` and missing values (SPEC §6.7).
+
+    A dask array stays lazy (its length is checked now, its values by the pass that reads them:
+    :mod:`dppca_dask.graph.groups`), so n labels are never gathered into one task."""
+    if isinstance(raw, da.Array):
+        if raw.ndim != 1 or raw.shape[0] != n:
+            got = f"shape {raw.shape}" if raw.ndim != 1 else f"length {raw.shape[0]}"
+            raise InputError(f"The {name!r} parameter of {owner} must have length equal to the "
+                             f"number of rows of X ({n}). Got {got} instead.")
+        return raw
+    values = np.asarray(getattr(raw, "values", raw), dtype=object)
     if values.ndim != 1 or len(values) != n:
         got = f"shape {values.shape}" if values.ndim != 1 else f"length {len(values)}"
         raise InputError(f"The {name!r} parameter of {owner} must have length equal to the number "
                          f"of rows of X ({n}). Got {got} instead.")
-    missing = int(np.count_nonzero(pd.isna(values)))
-    if missing:
-        raise InputError(f"The {name!r} parameter of {owner} must not contain missing values. "
-                         f"Got {missing} missing value(s) instead.")
-    return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in values], dtype=str)
+    return label_strings(values, owner, name)
 
 
-def _group_labels(group: Any, parts: _Parts, n: int, owner: str) -> np.ndarray:
+def _group_labels(group: Any, parts: _Parts, n: int, owner: str) -> np.ndarray | da.Array:
     """Labels from a column/variable/coordinate named ``group``, or ``group`` itself."""
     if not isinstance(group, str):
         return column_labels(group, n, owner)

@@ -27,6 +27,7 @@ import numpy as np
 
 from dppca_dask._validation import bad_param
 from dppca_dask.errors import BudgetError, InputError
+from dppca_dask.graph.groups import grouped_block_sum
 from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.kernels.scores import bin_counts
 from dppca_dask.pca.frame import Frame
@@ -184,6 +185,22 @@ def bin_count_pass(
     augmented = da.concatenate([x, labels], axis=1)
     return row_block_sum(augmented, bin_counts, directions, x_breaks, y_breaks, n_groups,
                          name="score-bin-counts")
+
+
+def _coded_bin_counts(block: np.ndarray, codes: np.ndarray, n_groups: int,
+                      directions: np.ndarray, x_breaks: np.ndarray,
+                      y_breaks: np.ndarray) -> np.ndarray:
+    coded = np.column_stack([np.asarray(block, dtype=np.float64), codes.astype(np.float64)])
+    return bin_counts(coded, directions, x_breaks, y_breaks, n_groups)
+
+
+def grouped_bin_count_pass(x: da.Array, labels: da.Array, directions: np.ndarray,
+                           x_breaks: np.ndarray, y_breaks: np.ndarray, owner: str) -> Any:
+    """Lazy ``{level: cell counts (m_y, m_x)}`` for lazy group labels: each row-block task reads
+    its own labels (:func:`~dppca_dask.graph.groups.grouped_block_sum`), nothing of length n is
+    gathered; the levels and the group sizes come out of the same pass."""
+    return grouped_block_sum(x, labels, _coded_bin_counts, directions, x_breaks, y_breaks,
+                             owner=owner, name="score-bin-counts")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import dask.array as da
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -60,6 +61,7 @@ from dppca_dask.pca.histograms import (
     HISTOGRAM_METHODS,
     bin_count_pass,
     frame_breaks,
+    grouped_bin_count_pass,
     parse_bins,
     parse_methods,
     release_histograms,
@@ -283,8 +285,10 @@ def score_stage(
     directions and their ledger entries)."""
     state = rng_state
     levels, codes, sizes = None, None, np.array([source.n])
-    if source.groups is not None:
-        codes, uniques = pd.factorize(source.groups, sort=True)  # order: public, not row 0's
+    groups = source.groups
+    lazy_groups = isinstance(groups, da.Array)  # read by the bin-count pass itself
+    if isinstance(groups, np.ndarray):
+        codes, uniques = pd.factorize(groups, sort=True)  # order: public, not row 0's
         levels = [str(u) for u in uniques]
         sizes = np.bincount(codes, minlength=len(levels))
 
@@ -306,12 +310,21 @@ def score_stage(
             observed, budget=PrivacyBudget(FRAME_SHARE * score_budget.eps, frame_delta),
             rng=state.generator, labels=labels)
     x_breaks, y_breaks = frame_breaks(fr, m_bins)
-    lazy = [bin_count_pass(source.array, v2, x_breaks, y_breaks, codes,
-                           0 if levels is None else len(levels))]
+    if isinstance(groups, da.Array):
+        lazy = [grouped_bin_count_pass(source.array, groups, v2, x_breaks, y_breaks,
+                                       plan.owner)]
+    else:
+        lazy = [bin_count_pass(source.array, v2, x_breaks, y_breaks, codes,
+                               0 if levels is None else len(levels))]
     if non_private and observed is None:
         lazy.append(score_array(source.array, v2))
     computed = yield tuple(lazy)
-    counts = np.asarray(computed[0])
+    if lazy_groups:  # {level: counts}: levels sorted (public order, not row 0's), sizes summed
+        levels = sorted(computed[0])
+        counts = np.stack([computed[0][level] for level in levels]).astype(np.int64)
+        sizes = counts.sum(axis=(1, 2))
+    else:
+        counts = np.asarray(computed[0])
     if non_private and observed is None:
         observed = np.asarray(computed[1])
     if int(counts.sum()) != source.n:  # an internal invariant of the pass
@@ -393,7 +406,7 @@ def _build_result(
             _reference("observed cell proportions on the private grid"))
         data_vars["observed_score"] = (("observation", "axis"), observed,
                                        _reference("observed scores on the private directions"))
-        if grouped:
+        if grouped and codes is not None:  # lazy stored labels: never gathered (n values)
             data_vars["observed_group"] = (("observation",), coord_labels(np.asarray(levels)[codes]),
                                            _reference("group label of each observed score"))
     meta = base_metadata(

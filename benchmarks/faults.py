@@ -1,0 +1,374 @@
+"""Fault injection on loopback clusters: every fault ends in an identical release or one error line.
+
+Each fault runs ``dppca-dask run`` (a subprocess, seeded, its own ledger file) against real
+``dask scheduler`` / ``dask worker`` processes on 127.0.0.1 (or a LocalCluster), injects the
+fault while the Kendall pass runs, and prints one row: the outcome (``identical release`` -- the
+directions equal the fault-free run's bit for bit, with one ledger release -- or ``clean error``
+-- exit status 1, exactly one ``Error:`` line, no traceback, no output directory nor temporary
+directory), the seconds from the fault to that outcome, and the ledger's events.
+
+Faults: ``scheduler-loss`` (SIGKILL of the scheduler), ``workers-lost`` (every worker and its
+nanny killed), ``churn`` (a worker process SIGKILLed every 3 s, its nanny restarts it),
+``tiny-memory`` (a LocalCluster with ``memory_limit: 100MiB``), ``store-gone`` (the input store
+deleted mid-run), ``store-truncated`` (its chunk files truncated mid-run), ``sigterm`` and
+``sigkill`` (of the driver). Every process started here is stopped by PID.
+
+    python benchmarks/faults.py                 # all faults, the table of docs/reliability.md
+    python benchmarks/faults.py churn --repeat 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+import yaml
+
+DASK = [sys.executable, "-m", "dask"]
+N_ROWS, P, BLOCK_ROWS, ROW_CHUNK = 24_000, 5, 400, 2000
+CHURN_ROWS = 36_000  # a pass of about 10 s on 3 single-thread workers: several kills per run
+TIMEOUT = 10  # cluster.timeout of the runs, seconds
+WAIT = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kill_group(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    """Stop a process started here and its children (its own process group), by PID."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+def wait_until(predicate: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+class Loopback:
+    """A ``dask scheduler`` and ``dask worker`` processes (each with a nanny) on 127.0.0.1."""
+
+    def __init__(self, directory: Path, n_workers: int = 3, memory: str = "1GiB") -> None:
+        self.directory, self.n_workers, self.memory = directory, n_workers, memory
+        self.address = f"tcp://127.0.0.1:{free_port()}"
+        self.scheduler: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self.monitor: Any = None
+
+    def _start(self, args: list[str], log: str) -> subprocess.Popen:
+        with open(self.directory / log, "w") as out:
+            return subprocess.Popen([*DASK, *args], cwd=self.directory, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+
+    def __enter__(self) -> Loopback:  # noqa: PYI034
+        from distributed import Client
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        port = self.address.rsplit(":", 1)[1]
+        self.scheduler = self._start(["scheduler", "--host", "127.0.0.1", "--port", port,
+                                      "--no-dashboard"], "scheduler.log")
+        for i in range(self.n_workers):
+            self.workers.append(self._start(
+                ["worker", self.address, "--name", f"w{i}", "--nworkers", "1", "--nthreads", "1",
+                 "--memory-limit", self.memory, "--no-dashboard", "--death-timeout", "60",
+                 "--host", "127.0.0.1", "--local-directory", str(self.directory / f"w{i}")],
+                f"worker-{i}.log"))
+        try:
+            self.monitor = Client(self.address, timeout=WAIT)
+            self.monitor.wait_for_workers(self.n_workers, timeout=WAIT)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.monitor is not None:
+            with contextlib.suppress(Exception):
+                self.monitor.close(timeout=5)
+        for proc in [*self.workers, *([self.scheduler] if self.scheduler else [])]:
+            kill_group(proc)
+
+    def mid_pass(self) -> bool:
+        """Whether a Kendall work unit (keys ``_unit...``) is running."""
+        with contextlib.suppress(Exception):
+            return any(str(k).startswith("_unit") for keys in self.monitor.processing().values()
+                       for k in keys)
+        return False
+
+    def worker_pids(self) -> list[int]:
+        with contextlib.suppress(Exception):
+            return list(self.monitor.run(os.getpid, wait=True).values())
+        return []
+
+
+def write_data(path: Path, n: int = N_ROWS) -> None:
+    x = np.random.default_rng(11).normal(size=(n, P)) * [4.0, 2.0, 1.0, 1.0, 0.5] + 1e3
+    ds = xr.Dataset({"X": (("sample", "variable"), x)},
+                    coords={"variable": np.array(list("abcde"), dtype=object)})
+    ds.chunk({"sample": ROW_CHUNK}).to_zarr(path, consolidated=False)
+
+
+def write_config(base: Path, data: Path, name: str, cluster: dict[str, Any]) -> Path:
+    cfg = {
+        "input": {"path": str(data), "array": "X"}, "task": "loading",
+        "privacy": {"eps": 1.0, "delta": 1e-5}, "loading": {"block_rows": BLOCK_ROWS},
+        "cluster": cluster, "output": {"directory": str(base / name), "formats": ["zarr"]},
+        "budget_ledger": {"path": str(base / f"{name}.ledger.sqlite")}, "rng": 2024,
+    }
+    path = base / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def start_run(config: Path) -> subprocess.Popen:
+    env = {**os.environ, "DPPCA_LEDGER__ALLOW_RUN_CONFIG": "true",
+           "DPPCA_LEDGER__URL": str(config.with_suffix(".deployment.sqlite"))}
+    return subprocess.Popen(
+        [sys.executable, "-m", "dppca_dask.cli", "run", str(config), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        cwd=config.parent, start_new_session=True, env=env)
+
+
+def finish(proc: subprocess.Popen, timeout: float) -> tuple[int | None, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out, _ = proc.communicate()
+        return None, out + f"\n[HANG: killed after {timeout:g} s]"
+    finally:
+        kill_group(proc)
+    return proc.returncode, out
+
+
+def ledger_kinds(path: Path) -> list[str]:
+    from dppca_dask.pipeline.ledger import Ledger
+
+    return [e["kind"] for e in Ledger(path).events()] if path.exists() else []
+
+
+def directions(path: Path) -> np.ndarray | None:
+    from dppca_dask import load_result
+
+    with contextlib.suppress(Exception):
+        return np.asarray(load_result(path / "loading.zarr").directions.values)
+    return None
+
+
+@dataclass
+class Outcome:
+    fault: str
+    outcome: str
+    seconds: float
+    ledger: list[str]
+    detail: str
+    kills: int = 0
+
+    def row(self) -> str:
+        return (f"| {self.fault} | {self.outcome} | {self.seconds:.1f} | "
+                f"{', '.join(self.ledger) or '-'} | {self.detail} |")
+
+
+def judge(fault: str, base: Path, name: str, code: int | None, out: str, seconds: float,
+          reference: np.ndarray | None) -> Outcome:
+    kinds = ledger_kinds(base / f"{name}.ledger.sqlite")
+    errors = [line for line in out.splitlines() if line.startswith("Error")]
+    leftovers = list(base.glob(f".{name}*"))
+    if code == 0:
+        got = directions(base / name)
+        same = got is not None and reference is not None and np.array_equal(got, reference)
+        ok = same and kinds == ["reserve", "release"]
+        return Outcome(fault, "identical release" if ok else "DIFFERENT release", seconds,
+                       kinds, "")
+    clean = (code == 1 and len(errors) == 1 and "Traceback" not in out
+             and not (base / name).exists() and not leftovers)
+    what = "clean error" if clean else ("HANG" if code is None else f"UNCLEAN exit {code}")
+    detail = errors[0][len("Error: "):] if errors else out.strip().splitlines()[-1:] and \
+        out.strip().splitlines()[-1]
+    return Outcome(fault, what, seconds, kinds, str(detail)[:160])
+
+
+# ------------------------------------------------------------------ faults
+
+
+def run_with(base: Path, data: Path, name: str, cluster: dict[str, Any], inject: Callable[
+        [subprocess.Popen], None] | None, loop: Loopback | None, fault: str,
+        reference: np.ndarray | None, limit: float = TIMEOUT + 30) -> Outcome:
+    config = write_config(base, data, name, cluster)
+    proc = start_run(config)
+    start = time.monotonic()
+    try:
+        if inject is not None:
+            if loop is not None:
+                wait_until(lambda: loop.mid_pass() or proc.poll() is not None,
+                           "the Kendall pass to start")
+            start = time.monotonic()
+            inject(proc)
+        code, out = finish(proc, limit + 60)
+    finally:
+        kill_group(proc)
+    return judge(fault, base, name, code, out, time.monotonic() - start, reference)
+
+
+def address(loop: Loopback, **extra: Any) -> dict[str, Any]:
+    return {"kind": "address", "address": loop.address, "timeout": TIMEOUT, **extra}
+
+
+def reference_release(base: Path, data: Path) -> np.ndarray:
+    cfg = write_config(base, data, "reference", {"kind": "local", "n_workers": 2,
+                                                 "processes": False})
+    code, out = finish(start_run(cfg), 300)
+    if code != 0:
+        raise RuntimeError(out)
+    got = directions(base / "reference")
+    assert got is not None
+    return got
+
+
+def churn_killer(loop: Loopback, stop: threading.Event, every: float, seed: int,
+                 kills: list[int]) -> None:
+    """SIGKILL one worker process (not its nanny) every ``every`` seconds until ``stop``."""
+    pick = random.Random(seed)
+    while not stop.wait(every):
+        pids = loop.worker_pids()
+        if pids and not stop.is_set():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pick.choice(pids), signal.SIGKILL)
+                kills.append(1)
+
+
+def churn_runs(base: Path, data: Path, reference: np.ndarray, repeat: int, every: float = 3.0,
+               allowed_failures: int | None = None) -> list[Outcome]:
+    outcomes = []
+    with Loopback(base / "dask-churn", n_workers=3) as loop:
+        for i in range(repeat):
+            loop.monitor.wait_for_workers(3, timeout=WAIT)
+            stop = threading.Event()
+            kills: list[int] = []
+            extra = {} if allowed_failures is None else {"allowed_failures": allowed_failures}
+            killer = threading.Thread(target=churn_killer, args=(loop, stop, every, i, kills),
+                                      daemon=True)
+
+            def inject(proc: subprocess.Popen, killer: threading.Thread = killer) -> None:
+                killer.start()
+
+            try:
+                outcome = run_with(base, data, f"churn{i}", address(loop, **extra), inject,
+                                   loop, "churn", reference, limit=300)
+            finally:
+                stop.set()
+                killer.join(timeout=10)
+            outcome.kills = len(kills)
+            outcome.detail = f"{len(kills)} worker(s) killed; {outcome.detail}".rstrip("; ")
+            outcomes.append(outcome)
+    return outcomes
+
+
+def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcome]:
+    with Loopback(base / "dask-s", n_workers=2) as loop:
+        yield run_with(base, data, "scheduler", address(loop),
+                       lambda proc: os.kill(loop.scheduler.pid, signal.SIGKILL),  # type: ignore[union-attr]
+                       loop, "scheduler loss (SIGKILL)", reference)
+    with Loopback(base / "dask-w", n_workers=2) as loop:
+        def kill_workers(proc: subprocess.Popen) -> None:
+            for worker in loop.workers:
+                kill_group(worker, signal.SIGKILL)
+
+        yield run_with(base, data, "workers", address(loop), kill_workers, loop,
+                       f"all workers lost (cluster.timeout {TIMEOUT} s)", reference)
+    yield from churn_runs(base, data, reference, 1)
+    yield run_with(base, data, "tiny", {"kind": "local", "n_workers": 1,
+                                        "memory_limit": "100MiB"},
+                   None, None, "tiny memory (LocalCluster 100MiB)", reference)
+    for fault, damage in (("store disappears", "gone"), ("store truncated", "truncated")):
+        copy = base / f"data-{damage}.zarr"
+        shutil.copytree(data, copy)
+        with Loopback(base / f"dask-{damage}", n_workers=2) as loop:
+            def hurt(proc: subprocess.Popen, copy: Path = copy, damage: str = damage) -> None:
+                if damage == "gone":
+                    shutil.rmtree(copy)
+                    return
+                for f in (copy / "X").rglob("*"):
+                    if f.is_file() and f.name != "zarr.json":
+                        f.write_bytes(f.read_bytes()[:7])
+
+            yield run_with(base, copy, f"store-{damage}", address(loop), hurt, loop,
+                           f"{fault} mid-run", reference)
+    for sig, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGKILL, "SIGKILL")):
+        with Loopback(base / f"dask-{name}", n_workers=2) as loop:
+            yield run_with(base, data, name.lower(), address(loop),
+                           lambda proc, sig=sig: os.kill(proc.pid, sig), loop,
+                           f"driver {name}", reference)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("fault", nargs="?", choices=["all", "churn"], default="all")
+    parser.add_argument("--repeat", type=int, default=10, help="churn runs (churn only)")
+    parser.add_argument("--every", type=float, default=3.0, help="seconds between churn kills")
+    parser.add_argument("--allowed-failures", type=int, default=None)
+    parser.add_argument("--rows", type=int, default=None,
+                        help=f"rows of the data (default {N_ROWS}; churn {CHURN_ROWS})")
+    args = parser.parse_args(argv)
+    if args.rows is None:
+        args.rows = CHURN_ROWS if args.fault == "churn" else N_ROWS
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks: stop PIDs
+    with tempfile.TemporaryDirectory(prefix="dppca-faults-") as tmp:
+        base = Path(tmp)
+        data = base / "data.zarr"
+        write_data(data, args.rows)
+        reference = reference_release(base, data)
+        print(f"data: {args.rows} x {P} Zarr, {BLOCK_ROWS}-row blocks; cluster.timeout {TIMEOUT} s")
+        print("| fault | outcome | seconds to outcome | ledger events | error line |")
+        print("| --- | --- | --- | --- | --- |")
+        if args.fault == "churn":
+            found = churn_runs(base, data, reference, args.repeat, args.every,
+                               args.allowed_failures)
+            print(f"(allowed_failures {args.allowed_failures or 'default'})")
+        else:
+            found = []
+            for outcome in all_faults(base, data, reference):
+                found.append(outcome)
+                print(outcome.row(), flush=True)
+        if args.fault == "churn":
+            for outcome in found:
+                print(outcome.row(), flush=True)
+            same = sum(o.outcome == "identical release" for o in found)
+            print(f"churn every {args.every:g} s: {same} of {len(found)} identical releases")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
