@@ -416,7 +416,7 @@ def loading_records(n: int, p: int, budget: BudgetPlan, *, calibration: str,
     return (planned("loading", "gaussian_symmetric_matrix", spend.eps, spend.delta,
                     noise="gaussian", calibration=calibration, sensitivity=cal["sensitivity"],
                     sensitivity_norm="frobenius", scale=cal["scale"], grid=cal["grid"],
-                    draws=p * (p + 1) // 2, rho=cal["sensitivity"] ** 2 / (2.0 * cal["scale"] ** 2),
+                    draws=p * (p + 1) // 2, rho=(cal["sensitivity"] / cal["scale"]) ** 2 / 2.0,
                     note="noisy spherical Kendall matrix"),)
 
 

@@ -359,7 +359,7 @@ def method_records(method: str, n: int, k: int, control: Control, budget: Privac
         return [planned("scree", "gaussian", per.eps, per.delta, sensitivity=cal["sensitivity"],
                         scale=cal["scale"], grid=cal["grid"], draws=1,
                         note="clipped: clipped mean", calibration=calibration,
-                        rho=cal["sensitivity"] ** 2 / (2.0 * cal["scale"] ** 2))
+                        rho=(cal["sensitivity"] / cal["scale"]) ** 2 / 2.0)
                 for _ in range(k)]
     if isinstance(control, PMWMControl):
         searches = [search_record(per.eps / 4.0 / 2, note="pmwm: cut-off search (one side)")
