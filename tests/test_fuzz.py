@@ -197,3 +197,50 @@ def test_fuzz__estimator_arguments(owner, name, value):
         fn(x, **kwargs)
     except DPPCAError:
         pass
+
+
+# ---------------------------------------------------------------- issue 19: extreme inputs
+
+
+def test_fuzz__covariance_bounds_near_float_max_is_one_clear_error():
+    from dppca_dask import ParameterError, dp_covariance
+
+    x = np.random.default_rng(0).normal(size=(50, 3))
+    with pytest.raises(ParameterError, match=r"^The 'bounds' parameter of dp_covariance must be "
+                                             r"at most 1e\+100 per variable .* Got 1e\+308"):
+        dp_covariance(x, rho=0.5, bounds=1e308, rng=0)
+
+
+def test_fuzz__covariance_single_row_warns_that_the_release_is_meaningless():
+    from dppca_dask import PrivacyWarning, dp_covariance
+
+    with pytest.warns(PrivacyWarning, match="single row"):
+        fit = dp_covariance(np.ones((1, 3)), rho=0.5, bounds=3.0, rng=0)
+    assert np.isfinite(fit.covariance.values).all()
+
+
+def test_fuzz__scree_on_values_near_float_max_is_finite_or_a_clear_error():
+    from dppca_dask import dp_scree
+
+    import warnings
+
+    x = np.random.default_rng(0).normal(size=(300, 3)) * 1e307
+    try:
+        with warnings.catch_warnings():  # the kernels' squared radii overflow to inf (clipped)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            fit = dp_scree(x, privacy=PRIV, rng=0, control={"C_clip": 5.0})
+    except DPPCAError:
+        return
+    for name, var in fit.dataset.data_vars.items():
+        if var.dtype.kind == "f":
+            assert np.isfinite(var.values).all(), name
+
+
+def test_fuzz__pandas_nullable_int_with_na_is_one_clear_error():
+    import pandas as pd
+
+    df = pd.DataFrame({"a": pd.array([1, 2, None, 4] * 10, dtype="Int64"),
+                       "b": np.arange(40.0), "c": np.arange(40.0) ** 2})
+    with pytest.raises(DPPCAError, match=r"must contain only finite, non-missing values. Got 10 "
+                                         r"non-finite value\(s\) \(first at row 2, column 'a'\)"):
+        dp_loading(df, privacy=PRIV, rng=0)

@@ -42,6 +42,7 @@ x̃ = x/R (‖x̃‖ ≤ 1): the whole matrix then has Frobenius sensitivity √
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,7 @@ from dppca_dask._validation import bad_param, parse_bool, parse_choice
 from dppca_dask.covariance.maxent import psd_project
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, as_control, initial_shares, run_pace_ggm
 from dppca_dask.covariance.shrinkage import auto_estimate
-from dppca_dask.errors import ParameterError
+from dppca_dask.errors import ParameterError, PrivacyWarning
 from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
@@ -84,6 +85,10 @@ __all__ = [
 METHODS: tuple[str, ...] = ("pace_ggm", "ssp", "diagonal", "auto")
 CLIPS: tuple[str, ...] = ("box", "row")
 _OWNER = "dp_covariance"
+
+
+MAX_BOUND = 1e100
+"""Largest public bound B_j: B_j·B_k/n, its noise and the d×d sums stay finite float64."""
 
 
 def parse_bounds(bounds: Any, variables: tuple[str, ...], owner: str = _OWNER) -> np.ndarray:
@@ -119,6 +124,9 @@ def parse_bounds(bounds: Any, variables: tuple[str, ...], owner: str = _OWNER) -
         values = np.full(p, float(values))
     if values.shape != (p,) or not np.isfinite(values).all() or (values <= 0).any():
         raise bad_param("bounds", owner, rule + f" ({p} variables)", bounds)
+    if (values > MAX_BOUND).any():  # B_j·B_k and the noise on it must stay finite floats
+        raise bad_param("bounds", owner, f"at most {MAX_BOUND:g} per variable (the released "
+                        "second moments are of size B^2 and must be finite)", bounds)
     return values
 
 
@@ -467,6 +475,10 @@ def fit_covariance(
     ``clip="row"``: ``bounds`` holds d copies of the radius R (:func:`parse_clip`)."""
     if source.n < 1:
         raise ParameterError("dp_covariance needs at least one row.")
+    if source.n == 1:  # public n: the warning says nothing about the data
+        warnings.warn("dp_covariance on a single row: the release is valid but the noise (of "
+                      "the size of the bounds squared) swamps it; it says nothing useful.",
+                      PrivacyWarning, stacklevel=3)
     plan = plan.with_allocations(rho_allocations(method, plan.rho, control, source.p))
     (parts,) = run(once(_moment_graph(source, bounds, report_clipping, clip)))
     gram, sums, clipped = parts
