@@ -72,7 +72,7 @@ def test_plot_score__histogram_only_row(clustered):
     assert _titles(out) == ["Non-private scores (not private)",
                             "Non-private histogram (not private)", "Gaussian histogram",
                             "Sparse (stability) histogram",
-                            "Geometric (two-sided geometric) histogram"]
+                            "Two-sided geometric histogram"]
     assert out.samples == {}
     assert out.axes["colorbar"].get_ylabel() == "cell probability"
 

@@ -97,7 +97,7 @@ def figure(width: float, height: float) -> Any:
 
 MECHANISM_NAMES = {"nonprivate": "non-private histogram", "add": "Gaussian histogram",
                    "sparse": "sparse (stability) histogram",
-                   "geometric": "geometric (two-sided geometric) histogram"}
+                   "geometric": "two-sided geometric histogram"}
 """Histogram mechanisms spelled out for titles (the non-private one is marked "not private")."""
 
 

@@ -12,7 +12,7 @@ titled "… (not private)", and the figure's footer then says it is not a privat
 drawn as one image per panel on a white → ``color`` scale (``hist_alpha_range`` gives the colour's
 share at the pooled minimum and maximum probability) with one colour bar for all of them.
 Mechanisms are spelled out in titles ("Gaussian histogram", "sparse (stability) histogram",
-"geometric (two-sided geometric) histogram"). Panels show exactly the private frame, at 1:1
+"two-sided geometric histogram"). Panels show exactly the private frame, at 1:1
 aspect unless its radii differ by more than :data:`~dppca_dask.plots._style.ASPECT_FACTOR`
 (:func:`~dppca_dask.plots._style.frame_panel`). Every figure carries a caption line (n, ε, δ) and
 the group legend by default. Samples come from
