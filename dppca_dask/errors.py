@@ -19,6 +19,7 @@ __all__ = [
     "OutputExistsError",
     "ParameterError",
     "PrivacyWarning",
+    "UtilityWarning",
 ]
 
 DUPLICATE_MESSAGE = (
@@ -71,4 +72,10 @@ class OutputExistsError(DPPCAError):
 
 class PrivacyWarning(UserWarning):
     """A documented, rare warning about privacy-relevant behaviour."""
+
+
+class UtilityWarning(UserWarning):
+    """A configuration known to give unreliable values (never a privacy issue): e.g. a scree
+    method whose expected noise is large against what it estimates
+    (:mod:`dppca_dask.pca.scree_utility`)."""
 
