@@ -141,3 +141,21 @@ def test_method_noise__clipped_prediction_matches_the_noise(global_seed):
     z = np.concatenate(errs) / noise.sd
     lo, hi = stats.chi2.ppf([5e-7, 1 - 5e-7], z.size)
     assert lo < float(np.sum(z * z)) < hi
+
+
+def test_dp_scree__warns_for_an_unreliable_method_before_reading_data():
+    from dppca_dask.errors import UtilityWarning
+
+    x = np.random.default_rng(0).normal(size=(500, 4)) * [4.0, 2.0, 1.0, 0.5]
+    controls = {"clipped": {"C_clip": 64.0},
+                "huber": {"k_min_m2": -10, "k_max_m2": 15, "m2_frac": 0.25}}
+    with pytest.warns(UtilityWarning, match="scree method 'huber' is unreliable") as caught:
+        dp_scree(x, privacy=privacy_control(eps=1.0, delta=1e-5), k=2,
+                 method=["clipped", "huber"], control=controls, rng=1)
+    assert [str(w.message) for w in caught if "clipped" in str(w.message)] == []
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UtilityWarning)
+        dp_scree(x, privacy=privacy_control(eps=1e4, delta=1e-5), k=2, method="clipped",
+                 control=controls["clipped"], rng=1)

@@ -34,6 +34,7 @@ clipped steps from μ₀, wrong by a power of √2 -- the dominant failure at th
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,7 +42,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask.errors import BudgetError
+from dppca_dask.errors import BudgetError, UtilityWarning
 from dppca_dask.pca.scree_controls import (
     ClippedControl,
     Control,
@@ -55,7 +56,7 @@ from dppca_dask.results.scree_utility import RIGHT_BIN, UNRELIABLE_SD, released_
 
 __all__ = ["GAUSSIAN_M2_MEDIAN", "RIGHT_BIN", "UNRELIABLE_SD", "MethodNoise",
            "argmax_probability", "method_noise", "noise_lines", "released_noise_lines",
-           "unreliable_messages"]
+           "unreliable_messages", "warn_unreliable"]
 
 GAUSSIAN_M2_MEDIAN = 0.2667
 """Median of (w_a − w_b)²/2 for w = λ·χ²₁ (Gaussian scores), in units of λ² (10^6-sample
@@ -211,6 +212,15 @@ def unreliable_messages(methods: Sequence[str], controls: Mapping[str, Control],
                    + "; expect errors above 50% in more than 1 run in 10 -- raise eps, lower "
                    "k or use another method")
     return out
+
+
+def warn_unreliable(methods: Sequence[str], controls: Mapping[str, Control], *, n: int,
+                    k: int, budget: PrivacyBudget, calibration: str, stacklevel: int = 3) -> None:
+    """Emit :func:`unreliable_messages` as :class:`~dppca_dask.errors.UtilityWarning` (one line
+    each), from public quantities only: before any data is read."""
+    for message in unreliable_messages(methods, controls, n=n, k=k, budget=budget,
+                                       calibration=calibration):
+        warnings.warn(message, UtilityWarning, stacklevel=stacklevel)
 
 
 def noise_lines(methods: Sequence[str], controls: Mapping[str, Control], *, n: int, k: int,
