@@ -62,6 +62,7 @@ from dppca_dask.pca.scree_methods import (
     method_records,
     private_center,
 )
+from dppca_dask.pca.scree_utility import warn_unreliable
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
@@ -239,6 +240,9 @@ def dp_scree(
     release = plan_scree(source.n, source.p, plan, methods=methods, controls=controls, k=k,
                          center=centering, supplied=supplied, calibration=calibration,
                          sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+    share = CENTER_SHARE if isinstance(centering, str) and centering == "private" else 0.0
+    warn_unreliable(methods, controls, n=source.n, k=resolve_k(k, source.p, supplied, _OWNER),
+                    budget=plan.spend("scree").scaled(1.0 - share), calibration=calibration)
 
     def fit() -> ScreeResult:
         return fit_scree(
