@@ -220,9 +220,9 @@ def test_fuzz__covariance_single_row_warns_that_the_release_is_meaningless():
 
 
 def test_fuzz__scree_on_values_near_float_max_is_finite_or_a_clear_error():
-    from dppca_dask import dp_scree
-
     import warnings
+
+    from dppca_dask import dp_scree
 
     x = np.random.default_rng(0).normal(size=(300, 3)) * 1e307
     try:
@@ -244,3 +244,79 @@ def test_fuzz__pandas_nullable_int_with_na_is_one_clear_error():
     with pytest.raises(DPPCAError, match=r"must contain only finite, non-missing values. Got 10 "
                                          r"non-finite value\(s\) \(first at row 2, column 'a'\)"):
         dp_loading(df, privacy=PRIV, rng=0)
+
+
+def _fuzz_inputs():
+    import pandas as pd
+
+    rng = np.random.default_rng(19)
+    base = rng.normal(size=(60, 3)) * [3.0, 2.0, 1.0]
+    const = base.copy()
+    const[:, 1] = 7.0
+    dup = np.repeat(base[:6], 10, axis=0)
+    nan = base.copy()
+    nan[3, 2] = np.nan
+    frame = pd.DataFrame({"a": pd.array([1, None] + [3] * 58, dtype="Int64"),
+                          "b": base[:, 1], "c": base[:, 2]})
+    return {"normal": base, "constant column": const, "all constant": np.full((60, 3), 2.0),
+            "one row": base[:1], "duplicated rows": dup, "huge 1e300": base * 1e300,
+            "tiny 1e-300": base * 1e-300, "nan": nan, "Int64 with NA": frame,
+            "wide 3 x 400": rng.normal(size=(3, 400))}
+
+
+def _fuzz_calls():
+    from dppca_dask import dp_covariance, dp_pca, dp_score, dp_scree
+
+    p2 = privacy_control(eps=2.0, delta=1e-5)
+    return {
+        "dp_loading": lambda x: dp_loading(x, privacy=p2, rng=0),
+        "dp_scree": lambda x: dp_scree(x, privacy=p2, rng=0, control={"C_clip": 5.0}),
+        "dp_score": lambda x: dp_score(x, privacy=p2, rng=0),
+        "dp_pca": lambda x: dp_pca(x, privacy=p2, rng=0, k=2, scree_control={"C_clip": 5.0}),
+        "dp_covariance": lambda x: dp_covariance(x, rho=0.5, bounds=3.0, rng=0),
+    }
+
+
+def _run_cases(names: tuple[str, ...] | None) -> tuple[dict[str, int], list[str]]:
+    import warnings
+
+    counts = {"clear error": 0, "finite release": 0}
+    bad = []
+    for data_name, x in _fuzz_inputs().items():
+        if names is not None and data_name not in names:
+            continue
+        for fn_name, call in _fuzz_calls().items():
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # PrivacyWarning (one row), overflow
+                    fit = call(x)
+            except DPPCAError as exc:
+                assert "\n" not in str(exc).strip(), (fn_name, data_name, str(exc))
+                counts["clear error"] += 1
+                continue
+            except Exception as exc:  # noqa: BLE001 -- the defect this test looks for
+                bad.append(f"{fn_name}({data_name}): foreign {type(exc).__name__}: {exc}")
+                continue
+            parts = [fit] + [getattr(fit, n) for n in ("loading", "scree", "score")
+                             if getattr(fit, n, None) is not None]
+            finite = all(np.isfinite(v.values).all() for part in parts
+                         for k, v in getattr(part, "dataset", xr.Dataset()).data_vars.items()
+                         if v.dtype.kind == "f" and k != "measurement")  # NaN: not measured
+            if finite:
+                counts["finite release"] += 1
+            else:
+                bad.append(f"{fn_name}({data_name}): non-finite release")
+    return counts, bad
+
+
+@pytest.mark.parametrize("names", [pytest.param(None, marks=pytest.mark.slow, id="all"),
+                                   pytest.param(("normal", "one row", "Int64 with NA"),
+                                                id="fast-subset")])
+def test_fuzz__generated_cases_every_estimator_counts(capsys, names):
+    """Generated cases (awkward inputs x every estimator): each is a clear DPPCAError or a
+    finite release; never a foreign exception or a non-finite release. Prints the counts."""
+    counts, bad = _run_cases(names)
+    with capsys.disabled():
+        print(f"\nfuzz: {sum(counts.values()) + len(bad)} generated cases: {counts}, "
+              f"defects {len(bad)}")
+    assert not bad, "\n".join(bad)
