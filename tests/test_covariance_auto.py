@@ -155,3 +155,25 @@ def test_dp_covariance__auto_public_fields_do_not_depend_on_the_data():
     for name in public:
         np.testing.assert_array_equal(a.dataset[name].values, b.dataset[name].values)
     assert not np.array_equal(a.covariance.values, b.covariance.values)
+
+
+def test_cli_plan__covariance_auto_line(tmp_path):
+    import xarray as xr
+    import yaml
+    from click.testing import CliRunner
+
+    from dppca_dask.cli import main
+
+    path = tmp_path / "data.zarr"
+    xr.Dataset({"X": (("sample", "variable"), _data(9, n=100, d=3))}).to_zarr(
+        path, consolidated=False)
+    cfg = {"input": {"path": str(path), "array": "X"}, "task": "covariance",
+           "privacy": {"eps": 1.0, "delta": 1e-5},
+           "covariance": {"method": "auto", "bounds": 3.0},
+           "output": {"directory": str(tmp_path / "out")}}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
+    result = CliRunner().invoke(main, ["plan", str(tmp_path / "run.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "auto (ssp release): rho = " in result.output
+    assert "then James-Stein/spectral shrinkage and PSD projection" in result.output
+    assert "ssp: gaussian_zcdp_symmetric" in result.output
