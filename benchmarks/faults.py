@@ -212,10 +212,15 @@ def judge(fault: str, base: Path, name: str, code: int | None, out: str, seconds
         ok = same and kinds == ["reserve", "release"]
         return Outcome(fault, "identical release" if ok else "DIFFERENT release", seconds,
                        kinds, "")
-    clean = (code == 1 and len(errors) == 1 and "Traceback" not in out
-             and not (base / name).exists() and not leftovers)
-    what = "clean error" if clean else ("HANG" if code is None else f"UNCLEAN exit {code}")
-    detail = errors[0][len("Error: "):] if errors else out.strip().splitlines()[-1:] and \
+    stopped = [line for line in out.splitlines() if line.startswith("Terminated")]
+    tidy = "Traceback" not in out and not (base / name).exists() and not leftovers
+    clean = tidy and code == 1 and len(errors) == 1
+    if tidy and code == 143 and len(stopped) == 1:  # SIGTERM: the CLI's own exit status
+        errors, clean = stopped, True
+        what = "clean stop (exit 143)"
+    else:
+        what = "clean error" if clean else ("HANG" if code is None else f"UNCLEAN exit {code}")
+    detail = errors[0].removeprefix("Error: ") if errors else out.strip().splitlines()[-1:] and \
         out.strip().splitlines()[-1]
     return Outcome(fault, what, seconds, kinds, str(detail)[:160])
 
