@@ -158,4 +158,4 @@ def test_dp_scree__warns_for_an_unreliable_method_before_reading_data():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UtilityWarning)
         dp_scree(x, privacy=privacy_control(eps=1e4, delta=1e-5), k=2, method="clipped",
-                 control=controls["clipped"], rng=1)
+                 control=controls["clipped"], calibration="analytic", rng=1)
