@@ -453,6 +453,39 @@ def test_cli_covariance__plan_and_run(tmp_path, zarr_input):
     assert inspected.exit_code == 0 and "Differentially Private Covariance (SSP)" in inspected.output
 
 
+def test_cli_covariance__row_clipping_equals_the_python_release(tmp_path, zarr_input):
+    """covariance.clip: row with covariance.radius runs Analyze-Gauss as dp_covariance does."""
+    from click.testing import CliRunner
+
+    from dppca_dask.cli import main
+
+    data, x = zarr_input
+    import yaml
+
+    config = _run_config(tmp_path, data, method="ssp")
+    settings = yaml.safe_load(config.read_text())
+    settings["covariance"] = {"method": "ssp", "clip": "row", "radius": 5.0}
+    settings["privacy"] = {"eps": 1.0, "delta": 1e-5}
+    config.write_text(yaml.safe_dump(settings))
+    runner = CliRunner()
+    planned = runner.invoke(main, ["plan", str(config)])
+    assert planned.exit_code == 0, planned.output
+    assert "rows clipped to L2 norm 5 (Analyze-Gauss)" in planned.output
+    result = runner.invoke(main, ["run", str(config), "--quiet"])
+    assert result.exit_code == 0, result.output
+    back = load_result(tmp_path / "out" / "covariance.zarr")
+    direct = dp_covariance(x, eps=1.0, delta=1e-5, method="ssp", clip="row", radius=5.0, rng=3)
+    np.testing.assert_array_equal(back.covariance.values, direct.covariance.values)
+    assert "rows clipped to ||x|| <= 5" in (tmp_path / "out" / "summary.txt").read_text()
+    for bad, key in (({"clip": "row"}, "covariance.radius"),
+                     ({"clip": "row", "radius": 5.0, "bounds": 4.0}, "covariance.bounds"),
+                     ({"bounds": 4.0, "radius": 5.0}, "covariance.radius")):
+        settings["covariance"] = {"method": "ssp", **bad}
+        config.write_text(yaml.safe_dump(settings))
+        refused = runner.invoke(main, ["plan", str(config)])
+        assert refused.exit_code == 1 and key in refused.output, refused.output
+
+
 def test_cli_covariance__config_errors(tmp_path, zarr_input):
     from click.testing import CliRunner
 
@@ -466,7 +499,7 @@ def test_cli_covariance__config_errors(tmp_path, zarr_input):
                                                        control={"diag_fraction": 2}))])
     assert bad.exit_code == 1 and "diag_fraction" in bad.output
     bad = runner.invoke(main, ["plan", str(_run_config(tmp_path, data, bounds=[1.0, 2.0]))])
-    assert bad.exit_code == 1 and "'bounds' parameter of dp_covariance" in bad.output
+    assert bad.exit_code == 1 and "'covariance.bounds' config key" in bad.output
     import yaml
 
     config = _run_config(tmp_path, data)

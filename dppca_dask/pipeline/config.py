@@ -250,15 +250,20 @@ class PCAConfig(_KendallOptions):
 class CovarianceConfig(_Model):
     """Options of :func:`~dppca_dask.dp_covariance`; ``privacy`` eps/delta become ρ-zCDP.
 
-    ``bounds`` (required) are public: one number for every variable, a list with one per
-    variable, or a mapping from variable name to bound. ``control`` holds the arguments of
-    :func:`~dppca_dask.pace_ggm_control` (method ``pace_ggm``) or ``{psd: bool}`` (``ssp``).
+    ``clip: box`` (default): ``bounds`` (required) are public: one number for every variable, a
+    list with one per variable, or a mapping from variable name to bound. ``clip: row``: rows are
+    scaled to L2 norm at most the public ``radius`` (Analyze-Gauss; no ``bounds``). ``control``
+    holds the arguments of :func:`~dppca_dask.pace_ggm_control` (method ``pace_ggm``) or
+    ``{psd: bool}`` (``ssp``).
     """
 
     method: Literal["pace_ggm", "ssp", "diagonal", "auto"] = "pace_ggm"
+    clip: Literal["box", "row"] = "box"
     bounds: (Annotated[float, Field(gt=0, allow_inf_nan=False)]
              | list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]
-             | dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]])
+             | dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]]
+             | None) = None
+    radius: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     control: dict[str, Any] | None = None
     report_clipping: bool = False
 
@@ -267,6 +272,13 @@ class CovarianceConfig(_Model):
         from dppca_dask.covariance.estimator import parse_control
         from dppca_dask.errors import ParameterError
 
+        if self.clip == "box" and (self.bounds is None or self.radius is not None):
+            raise ValueError("config key 'covariance.bounds' is required with clip: box (the "
+                             "public bounds), and 'covariance.radius' applies only to clip: row")
+        if self.clip == "row" and (self.radius is None or self.bounds is not None):
+            raise ValueError("config key 'covariance.radius' is required with clip: row (the "
+                             "public row-norm bound R), and 'covariance.bounds' applies only to "
+                             "clip: box")
         try:
             parse_control(self.method, self.control)
         except ParameterError as exc:

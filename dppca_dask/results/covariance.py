@@ -51,7 +51,10 @@ def _budget(meta: dict[str, Any]) -> str:
             f"{_r(privacy['delta'])} (as rho = {_r(privacy['rho'])} zCDP)")
 
 
-def _bounds(values: np.ndarray) -> str:
+def _bounds(values: np.ndarray, meta: dict[str, Any] | None = None) -> str:
+    info = (meta or {}).get("info") or {}
+    if (meta or {}).get("clip", info.get("clip")) == "row":
+        return f"Bounds: rows clipped to ||x|| <= {_r(float(values[0]))} (public radius R)"
     if np.all(values == values[0]):
         return f"Bounds: |x_j| <= {_r(float(values[0]))} (public)"
     return (f"Bounds: |x_j| <= B_j, B_j in [{_r(float(values.min()))}, "
@@ -110,7 +113,7 @@ class CovarianceResult(Result):
             f"Data: {meta['n']} observations x {meta['p']} variables",
             _measured(meta),
             _budget(meta),
-            _bounds(self.dataset["bound"].values),
+            _bounds(self.dataset["bound"].values, meta),
         ])
 
 
@@ -143,7 +146,7 @@ class CovarianceSummary:
             "",
             f"Privacy spent (rho, zCDP): {spent} ; total {_r(meta['ledger_total']['rho'])}",
             _budget(meta),
-            _bounds(self.bounds),
+            _bounds(self.bounds, meta),
             "The full matrix is available in $covariance; measured entries in $measured.",
         ]
         return "\n".join(lines)

@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
+
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.covariance.estimator import (
     covariance_sensitivities,
     fit_covariance,
-    parse_bounds,
+    parse_clip,
     parse_control,
     plan_covariance,
     rho_allocations,
@@ -46,8 +48,14 @@ def _r(value: float) -> str:
 def _options(cfg: RunConfig) -> CovarianceConfig:
     if cfg.covariance is None:
         raise ConfigError("Invalid config: config key 'covariance' is required for task "
-                          "'covariance' (it holds the public bounds: covariance.bounds).")
+                          "'covariance' (it holds the public bounds, covariance.bounds, or "
+                          "with clip: row the radius, covariance.radius).")
     return cfg.covariance
+
+
+def _clip(opts: CovarianceConfig, variables: tuple[str, ...]) -> tuple[str, np.ndarray]:
+    """The clipping and the per-variable public scale (bounds, or d copies of the radius)."""
+    return parse_clip(opts.clip, opts.bounds, opts.radius, variables, _OWNER)
 
 
 def _plan(budget: BudgetPlan) -> ZCDPPlan:
@@ -58,16 +66,19 @@ def _plan(budget: BudgetPlan) -> ZCDPPlan:
 def covariance_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
                      release: Plan) -> list[str]:
     opts = _options(cfg)
-    bounds = parse_bounds(opts.bounds, src.variables)
+    clip, bounds = _clip(opts, src.variables)
     control = parse_control(opts.method, opts.control)
     plan = _plan(budget)
     d, n = src.p, src.n
-    sens = covariance_sensitivities(bounds, n)
+    sens = covariance_sensitivities(bounds, n, clip)
     parts = dict(rho_allocations(opts.method, plan.rho, control, d))
     lines = [
         f"  covariance: eps = {_r(plan.eps or 0.0)} ; delta = {_r(plan.delta or 0.0)} -> "
         f"rho = {_r(plan.rho)} (zCDP, the largest rho whose CKS 2020 conversion is within eps)",
-        f"  method {opts.method}; noise sd below is in units of B_j*B_k (normalised data)",
+        f"  method {opts.method}; noise sd below is in units of B_j*B_k (normalised data)"
+        if clip == "box" else
+        f"  method {opts.method}, rows clipped to L2 norm {_r(float(bounds[0]))} (Analyze-Gauss); "
+        "noise sd below is in units of R^2 (normalised data x/R)",
     ]
     if opts.method == "ssp":
         sd = sens.frobenius / math.sqrt(2.0 * plan.rho)
@@ -90,14 +101,14 @@ def covariance_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
         lines.append(f"    diagonal: rho = {_r(diag_rho)}, L2 sensitivity {_r(sens.diagonal)} "
                      f"-> sd {_r(sens.diagonal / math.sqrt(2.0 * diag_rho))}")
         if "mean" in parts:
-            mean_sens = 2.0 * math.sqrt(d) / n
+            mean_sens = sens.mean
             lines.append(f"    mean: rho = {_r(parts['mean'])}, L2 sensitivity {_r(mean_sens)} "
                          f"-> sd {_r(mean_sens / math.sqrt(2.0 * parts['mean']))}")
         if "rounds" in parts:
             rounds = control.rounds_per_variable * d
             per_round = parts["rounds"] / rounds
             alpha = control.measure_fraction
-            entry = 2.0 / n
+            entry = sens.offdiagonal
             lines.append(
                 f"    rounds: rho = {_r(parts['rounds'])}; first round rho = {_r(per_round)} "
                 f"(T = {rounds}): selection eps = {_r(math.sqrt(8 * (1 - alpha) * per_round))}, "
@@ -134,8 +145,9 @@ def covariance_fit(
     cfg: RunConfig, source: DataSource, budget: BudgetPlan, state: RngState
 ) -> Result:
     opts = _options(cfg)
+    clip, bounds = _clip(opts, source.variables)
     return fit_covariance(
-        source, _plan(budget), bounds=parse_bounds(opts.bounds, source.variables),
+        source, _plan(budget), bounds=bounds, clip=clip,
         method=opts.method, control=parse_control(opts.method, opts.control), rng_state=state,
         report_clipping=opts.report_clipping,
     )
