@@ -231,3 +231,14 @@ def test_methods__a_name_given_twice_is_an_error(fn, method):
     parse = scree_methods if fn == "scree" else score_methods
     with pytest.raises(ParameterError, match="distinct method names"):
         parse(method, "dp_" + fn)
+
+
+def test_clipped_control__a_clip_level_that_overflows_the_noise_is_refused():
+    """Issue 19: C_clip = 1e200 ended in a raw OverflowError from the mechanism."""
+    from dppca_dask.pca.scree_controls import MAX_CLIP, clipped_control
+
+    assert clipped_control(C_clip=MAX_CLIP).C_clip == MAX_CLIP
+    for bad in (1e200, 1e308, float("inf")):
+        with pytest.raises(ParameterError, match=r"'C_clip' parameter of clipped_control must be "
+                                                 r"a float in the range \(0, 1e\+100\]"):
+            clipped_control(C_clip=bad)

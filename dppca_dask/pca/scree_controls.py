@@ -73,6 +73,11 @@ def _check_required(method: str, values: Mapping[str, Any]) -> None:
         raise _missing_error(method, missing)
 
 
+MAX_CLIP = 1e100
+"""The largest ``C_clip``: above it the noise sd (∝ C_clip) and ρ overflow float64; such a clip
+level releases noise only."""
+
+
 @dataclass(frozen=True)
 class ClippedControl:
     """Control of ``method="clipped"``: the clip level ``C_clip`` of the squared centred scores."""
@@ -82,7 +87,7 @@ class ClippedControl:
 
     def __post_init__(self) -> None:  # the invariant holds however the control is built
         object.__setattr__(self, "C_clip", parse_real(self.C_clip, "C_clip", "clipped_control",
-                                                      low=0.0))
+                                                      low=0.0, high=MAX_CLIP, high_open=False))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
