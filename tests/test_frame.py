@@ -56,7 +56,7 @@ def test_plan_score__capped_frame_equals_the_ledger(method, group):
     assert records_match(plan, fit.ledger) == []
     assert fit.metadata["frame"] == "capped"
     assert sum(r.mechanism == "durfee_above_threshold" for r in fit.ledger) == 8
-    assert {r.draws for r in fit.ledger if "capped" in r.note} == {234}  # public, not S's
+    assert {r.draws for r in fit.ledger if "capped" in r.note} == {211}  # public, not S's
 
 
 def test_plan_pca__capped_frame_equals_the_ledger_and_passes():
@@ -103,7 +103,7 @@ def test_capped_window__is_public_length_and_inside_the_span():
     grid = upper_grid(1.01, 5000)
     for index in (0, 3, 250, 4900, 4999):
         w = capped_window(grid, float(grid[index]))
-        assert len(w) == 233 and w[0] == index and np.all(np.diff(w) >= 0)
+        assert len(w) == 210 and w[0] == index and np.all(np.diff(w) >= 0)
         assert grid[w[-1]] <= CAPPED_SPAN * grid[index] or w[-1] == index
 
 

@@ -77,14 +77,14 @@ _AXES = ("x", "y")
 
 CAPPED_QUANTILE = RADIUS_QUANTILE
 """The quantile of |s − c| that the capped frame's radius search targets (as ``"durfee"``)."""
-CAPPED_SPAN = 10.0
+CAPPED_SPAN = 8.0
 """U: the radius search runs on the grid points in [S, U·S] only (S: the private median of
 |s − c|), so S ≤ R ≤ U·S; docs/design/frame.md for the choice."""
 CAPPED_SCALE_QUANTILE = 0.5
 """The quantile of |s − c| whose private value S is the capped search's coarse scale."""
-CAPPED_COARSE = 40
-"""The scale search uses every 40th grid point (:func:`coarse_indices`)."""
-CAPPED_SHARES = {"centre": 0.1, "scale": 0.1, "radius": 0.3}
+CAPPED_COARSE = 20
+"""The scale search uses every 20th grid point (:func:`coarse_indices`)."""
+CAPPED_SHARES = {"centre": 0.10, "scale": 0.12, "radius": 0.28}
 """Per-axis shares of the frame ε (two axes: they sum to 1/2)."""
 
 
@@ -243,25 +243,25 @@ def capped_frame_stage(
 
 def coarse_indices(length: int) -> np.ndarray:
     """The coarse grid of the capped frame's scale search: every :data:`CAPPED_COARSE`-th point
-    of the fine grid (β^(40j) − 1 for β = 1.01: about 49 % apart), so the search takes few steps
+    of the fine grid (β^(20j) − 1 for β = 1.01: about 22 % apart), so the search takes few steps
     and each step's chance to stop early is paid fewer times.
 
     Examples
     --------
-    >>> coarse_indices(200).tolist()
-    [39, 79, 119, 159, 199]
+    >>> coarse_indices(100).tolist()
+    [19, 39, 59, 79, 99]
     """
     return np.arange(CAPPED_COARSE - 1, length, CAPPED_COARSE)
 
 
 def capped_steps(beta: float = DEFAULT_BETA) -> int:
     """K, the public length of the capped search: enough grid steps to go from S to U·S where
-    the grid is geometric (K = ⌈ln U / ln β⌉ + 1; 233 for U = 10, β = 1.01).
+    the grid is geometric (K = ⌈ln U / ln β⌉ + 1; 210 for U = 8, β = 1.01).
 
     Examples
     --------
     >>> capped_steps(1.01)
-    233
+    210
     """
     return math.ceil(math.log(CAPPED_SPAN) / math.log(beta)) + 1
 
@@ -276,7 +276,7 @@ def capped_window(grid: np.ndarray, scale: float, beta: float = DEFAULT_BETA) ->
     >>> g = upper_grid(1.01, 1000)
     >>> w = capped_window(g, float(g[250]))
     >>> len(w), int(w[0]), bool(g[w[-1]] <= CAPPED_SPAN * g[250] < g[w[-1] + 1])
-    (233, 250, True)
+    (210, 250, True)
     """
     lo = int(np.searchsorted(grid, scale, side="left"))
     hi = max(int(np.searchsorted(grid, CAPPED_SPAN * scale, side="right")), lo + 1)
