@@ -61,7 +61,7 @@ def test_score_task__run_writes_dataset_samples_and_pngs(tmp_path, demo):
 
 
 def test_score_task__plan_shows_the_budget_split(tmp_path, demo):
-    cfg = RunConfig.from_dict(_settings(tmp_path, demo))
+    cfg = RunConfig.from_dict(_settings(tmp_path, demo, frame="durfee"))  # CLI default: capped
     text = plan_run(cfg).render()
     assert "Privacy budget plan for dp_score (implicit equal split):" in text
     assert "frame (durfee): eps = 1.4 ; delta = 0 -> 4 Durfee searches of eps 0.35 each" in text
