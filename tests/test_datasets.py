@@ -77,7 +77,7 @@ def test_write_demo_dataset__round_trip(tmp_path):
     assert src.variables == tuple(f"V{j}" for j in range(1, 21))
     assert (src.n, src.p) == (35, 20)
     np.testing.assert_array_equal(src.array.compute(), expected.iloc[:, :20].to_numpy())
-    assert src.groups.tolist() == expected["group"].tolist()
+    assert np.asarray(src.groups).tolist() == expected["group"].tolist()
     ds = xr.open_zarr(out, consolidated=False)
     assert ds["X"].dims == ("sample", "variable")
     assert ds["group"].dims == ("sample",)

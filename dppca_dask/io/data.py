@@ -8,8 +8,9 @@ dask array whose columns sit in one chunk and whose rows are chunked.
 
 Invariants: lazy inputs (dask, xarray on dask, Zarr) are never computed here -- their finiteness is
 checked inside the data pass by the kernels (``checked_finite=False``); in-memory inputs are
-checked eagerly (``checked_finite=True``). Group labels are small and read eagerly. Nothing here
-draws noise or spends budget; the schema and ``n`` are treated as public.
+checked eagerly (``checked_finite=True``). In-memory group labels become strings here; stored
+ones stay lazy (each data task reads and stringifies its own rows, :mod:`~dppca_dask.graph.groups`).
+Nothing here draws noise or spends budget; the schema and ``n`` are treated as public.
 
 Zarr inputs must have every chunk stored: :func:`~dppca_dask.io.zarr_guard.check_chunks` lists the
 store when the input is opened (no chunk is read), and every read goes through a

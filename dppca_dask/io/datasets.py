@@ -85,7 +85,7 @@ def write_demo_dataset(path: str | os.PathLike, *, n_per_group: int = 1000, rng:
     >>> from dppca_dask.io.data import as_data
     >>> out = write_demo_dataset(os.path.join(tempfile.mkdtemp(), "gau.zarr"), n_per_group=10)
     >>> src = as_data(out, group="group")
-    >>> src.n, src.p, src.variables[-1], src.groups[[0, -1]].tolist()
+    >>> src.n, src.p, src.variables[-1], np.asarray(src.groups)[[0, -1]].tolist()
     (50, 20, 'V20', ['group1', 'group5'])
     """
     frame = make_gau(n_per_group, rng=rng)
