@@ -28,7 +28,7 @@ def row_task_bytes(rows: int, p: int) -> int:
     Examples
     --------
     >>> row_task_bytes(4096, 20) // 2**10
-    2563
+    2566
     """
     return ROW_TASK_COPIES * 8 * rows * p + 2 * 8 * p * p
 
