@@ -39,6 +39,7 @@ from dppca_dask._typing import (
 from dppca_dask._validation import parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.groups import label_strings
 from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.directions import (
@@ -318,6 +319,8 @@ def score_stage(
                                0 if levels is None else len(levels))]
     if non_private and observed is None:
         lazy.append(score_array(source.array, v2))
+    if non_private and lazy_groups:  # the NOT-private reference holds n scores: and n labels
+        lazy.append(groups)
     computed = yield tuple(lazy)
     if lazy_groups:  # {level: counts}: levels sorted (public order, not row 0's), sizes summed
         levels = sorted(computed[0])
@@ -327,6 +330,9 @@ def score_stage(
         counts = np.asarray(computed[0])
     if non_private and observed is None:
         observed = np.asarray(computed[1])
+    if non_private and lazy_groups:
+        labels_seen = label_strings(computed[-1], plan.owner)
+        codes = np.searchsorted(np.asarray(levels, dtype=str), labels_seen)
     if int(counts.sum()) != source.n:  # an internal invariant of the pass
         raise RuntimeError(f"The bin-count pass counted {int(counts.sum())} rows, not {source.n}.")
     hist = release_histograms(counts, sizes, methods=methods, budget=hist_budget,
@@ -406,7 +412,7 @@ def _build_result(
             _reference("observed cell proportions on the private grid"))
         data_vars["observed_score"] = (("observation", "axis"), observed,
                                        _reference("observed scores on the private directions"))
-        if grouped and codes is not None:  # lazy stored labels: never gathered (n values)
+        if grouped and codes is not None:  # gathered for the reference only (never otherwise)
             data_vars["observed_group"] = (("observation",), coord_labels(np.asarray(levels)[codes]),
                                            _reference("group label of each observed score"))
     meta = base_metadata(
