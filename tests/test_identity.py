@@ -16,7 +16,8 @@ from dppca_dask.io.identity import normalise_location, resolve_dataset
 from dppca_dask.pipeline.budget_cap import Cap
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.ledger import Ledger
-from dppca_dask.pipeline.runner import execute
+from dppca_dask.pipeline.runner import execute, plan_run
+from dppca_dask.privacy.composition import compose
 
 
 @pytest.fixture
@@ -101,8 +102,11 @@ def _config(tmp_path, source: dict, name: str) -> RunConfig:
 
 def test_cap__refused_for_every_spelling(tmp_path, store, ledger_path):
     ledger = Ledger(ledger_path)
-    ledger.set_cap(resolve_dataset(store), Cap(1.0, 1e-5))  # admits one (1, 1e-6) release
-    execute(_config(tmp_path, {"path": str(store), "array": "X"}, "first"), progress=False)
+    first = _config(tmp_path, {"path": str(store), "array": "X"}, "first")
+    records = list(plan_run(first).release.records)
+    one, two = (compose(records * m).tight_eps(1e-5) for m in (1, 2))
+    ledger.set_cap(resolve_dataset(store), Cap((one + two) / 2, 1e-5))  # admits one release
+    execute(first, progress=False)
     for i, source in enumerate(_spellings(store)):
         with pytest.raises(BudgetError, match="past the custodian's cap"):
             execute(_config(tmp_path, source, f"out{i}"), progress=False)

@@ -127,7 +127,7 @@ def test_convert__output_around_input_is_refused(tmp_path):
         convert(inner, store, overwrite=True)
     assert inner.read_bytes() == original and csv.read_bytes() == original
     result = CliRunner().invoke(main, ["convert", str(csv), str(csv), "--overwrite"])
-    assert result.exit_code == 1 and "'out_path'" in result.output
+    assert result.exit_code == 1 and "TARGET argument of convert" in result.output
     assert csv.read_bytes() == original
 
 

@@ -101,10 +101,11 @@ def test_cli_scree__missing_control_and_k_are_one_line_errors(tmp_path, dataset)
     assert result.exit_code == 1
     assert result.output.strip() == (
         "Error: Missing required control parameter(s): 'k_min_m2', 'k_max_m2', 'm2_frac'. "
-        "Provide control=huber_control(k_min_m2=..., k_max_m2=..., m2_frac=...).")
+        "Set them in the config: scree.controls.huber.k_min_m2, scree.controls.huber.k_max_m2, "
+        "scree.controls.huber.m2_frac (or --set scree.controls.huber.k_min_m2=...).")
     result = runner.invoke(main, ["plan", str(_config(tmp_path, data, k=6))])
     assert result.exit_code == 1
-    assert "The 'k' parameter of dp_scree must be an int in the range [1, 5]" in result.output
+    assert "The 'scree.k' config key must be an int in the range [1, 5]" in result.output
 
 
 def test_cli_scree__directions_from_a_saved_loading_release(tmp_path, dataset):
