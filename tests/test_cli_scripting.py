@@ -106,7 +106,7 @@ def test_cli_plan__environment_keys_match_case_insensitively(tmp_path, data):
     env = {"DPPCA_RUN__SCREE__CONTROLS__CLIPPED__C_CLIP": "-3"}
     bad = CliRunner().invoke(main, ["plan", cfg], env=env)
     assert bad.exit_code == 1
-    assert "'scree.controls.clipped.C_clip' must be a float in the range (0, inf)" in bad.output
+    assert "'scree.controls.clipped.C_clip' must be a float in the range (0, 1e+100]" in bad.output
     assert "set by DPPCA_RUN__SCREE__CONTROLS__CLIPPED__C_CLIP" in bad.output
 
 
@@ -240,3 +240,19 @@ def test_cli_inspect__closed_pipe_is_quiet(tmp_path, data, monkeypatch):
     monkeypatch.setattr("dppca_dask.pipeline.runner.plan_run", closed)
     result = CliRunner().invoke(main, ["plan", str(_config(tmp_path, data))])
     assert result.exit_code == 0 and result.output == ""
+
+
+def test_written_config__holds_only_its_task_section_and_replays():
+    """A written config.yaml (or the demo's) must replay after other tasks' defaults change:
+    it holds no other task's section (those are refused when they differ from the defaults)."""
+    from dppca_dask.pipeline.config import RunConfig, check_task_sections, dump_config
+
+    cfg = RunConfig.from_dict({"input": {"path": "x.zarr"}, "task": "pca",
+                               "output": {"directory": "out"}, "rng": 5})
+    data = cfg.to_dict()
+    assert "pca" in data and not {"loading", "scree", "score", "covariance"} & set(data)
+    assert data["rng"] is None
+    data["score"] = {"frame": "durfee" if cfg.pca.frame != "durfee" else "smooth"}
+    with pytest.raises(Exception, match="does not apply to task 'pca'"):
+        check_task_sections(data)
+    assert "score:" not in dump_config(cfg) and "rng: null" in dump_config(cfg)

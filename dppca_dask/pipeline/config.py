@@ -358,9 +358,14 @@ class RunConfig(_Model):
     rng: NonNegativeInt | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The resolved config as JSON-ready data, with the rng seed removed."""
+        """The resolved config as JSON-ready data, with the rng seed removed and without the
+        sections of the other tasks (they do not apply, and a written config must replay even
+        after their defaults change)."""
         data = self.model_dump(mode="json")
         data["rng"] = None
+        for name in (*_SECTIONS, "covariance"):
+            if name != self.task:
+                data.pop(name, None)
         return data
 
     @classmethod
@@ -695,12 +700,8 @@ def load_config(path: str | os.PathLike[str], *, overrides: Sequence[str] = (),
 def dump_config(config: RunConfig, *, task_only: bool = False) -> str:
     """YAML of the resolved config (seed removed), for the output directory and ``plan``.
 
-    ``task_only``: leave out the sections of the other tasks (``plan`` shows only the run's).
+    ``task_only`` is kept for callers: :meth:`RunConfig.to_dict` always leaves out the sections
+    of the other tasks.
     """
     header = "# dppca_dask resolved run config. A seed, if one was given, is never recorded.\n"
-    data = config.to_dict()
-    if task_only:
-        for name in (*_SECTIONS, "covariance"):
-            if name != config.task:
-                data.pop(name, None)
-    return header + yaml.safe_dump(data, sort_keys=False)
+    return header + yaml.safe_dump(config.to_dict(), sort_keys=False)

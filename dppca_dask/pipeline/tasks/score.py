@@ -28,6 +28,7 @@ from dppca_dask.pca.histograms import (
     parse_bins,
     parse_methods,
 )
+from dppca_dask.pca.frame import CAPPED_SHARES, CAPPED_SPAN
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
 from dppca_dask.pca.score import FRAME_SHARE, fit_score, plan_score
 from dppca_dask.pipeline.config import RunConfig
@@ -85,7 +86,12 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan
         f"  score: eps = {_r(score.eps)} ; delta = {_r(score.delta)}",
         f"    frame ({opts.frame}): eps = {_r(frame_eps)} ; delta = {_r(frame_delta)} -> "
         + ("3 smooth-sensitivity quantiles" if smooth
-           else f"4 Durfee searches of eps {_r(frame_eps / 4)} each (pure DP)"),
+           else f"4 Durfee searches of eps {_r(frame_eps / 4)} each (pure DP)"
+           if opts.frame == "durfee"
+           else (f"8 Durfee searches (pure DP), per axis: the centre's two sides at eps "
+                 f"{_r(CAPPED_SHARES['centre'] / 2 * frame_eps)} each, the scale S at eps "
+                 f"{_r(CAPPED_SHARES['scale'] * frame_eps)}, the radius in [S, "
+                 f"{CAPPED_SPAN:g}*S] at eps {_r(CAPPED_SHARES['radius'] * frame_eps)}")),
         f"    histogram: eps = {_r(hist.eps)} ; delta = {_r(hist.delta)} for each method "
         f"({', '.join(methods)}), {bins[0]} x {bins[1]} bins{rule}",
     ]
