@@ -54,6 +54,9 @@ from dppca_dask.privacy.accounting import gaussian_sigma
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.results.scree_utility import RIGHT_BIN, UNRELIABLE_SD, released_noise_lines
 
+_TRAPEZOID = getattr(np, "trapezoid", None) or np.trapz  # type: ignore[attr-defined]  # numpy < 2
+"""The trapezoid rule (``np.trapezoid`` from numpy 2.0, ``np.trapz`` before)."""
+
 __all__ = ["GAUSSIAN_M2_MEDIAN", "RIGHT_BIN", "UNRELIABLE_SD", "MethodNoise",
            "argmax_probability", "method_noise", "noise_lines", "released_noise_lines",
            "unreliable_messages", "warn_unreliable"]
@@ -109,7 +112,7 @@ def argmax_probability(count: int, bins: int, scale: float) -> float:
 
     x = np.linspace(-40.0 * scale, 40.0 * scale + count, 200001)
     good = np.gradient(cdf(x - count / 2.0) ** 2, x)  # density of the better of the two bins
-    return float(min(1.0, np.trapezoid(good * cdf(x) ** (bins - 2), x)))
+    return float(min(1.0, _TRAPEZOID(good * cdf(x) ** (bins - 2), x)))
 
 
 def _g(value: float) -> str:
