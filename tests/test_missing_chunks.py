@@ -162,6 +162,9 @@ def test_check_chunks__is_structural_and_reads_no_chunk(tmp_path):
     class NoListing(WrapperStore):
         supports_listing = False
 
+        def with_read_only(self, read_only: bool = False) -> NoListing:  # zarr < 3.1.6
+            return type(self)(self._store.with_read_only(read_only))
+
     memory = zarr.storage.MemoryStore()
     arr = zarr.create_array(memory, name="x", shape=X.shape, chunks=(5, 3), dtype="f8")
     arr[:] = X

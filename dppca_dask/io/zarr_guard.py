@@ -69,6 +69,11 @@ class ChunkGuardStore(WrapperStore):
     def _with_store(self, store: Any) -> ChunkGuardStore:
         return type(self)(store, self.label)
 
+    def with_read_only(self, read_only: bool = False) -> ChunkGuardStore:
+        """The same guard over the wrapped store's read-only (or writable) copy (zarr < 3.1.6's
+        WrapperStore does not forward this, and ``mode="r"`` needs it)."""
+        return self._with_store(self._store.with_read_only(read_only))
+
     def _missing(self, key: str) -> MissingChunkError:
         exc = MissingChunkError(f"Chunk {key!r} of the Zarr input {self.label!r} is missing; "
                                 f"{RULE}.")
