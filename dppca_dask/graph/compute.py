@@ -150,8 +150,9 @@ def compute(*objs: Any) -> tuple[Any, ...]:
     --------
     >>> import dask.array as da
     >>> from dask import delayed
-    >>> compute(delayed("a"), da.ones(4, chunks=2).sum(), delayed("c"))
-    ('a', np.float64(4.0), 'c')
+    >>> a, total, c = compute(delayed("a"), da.ones(4, chunks=2).sum(), delayed("c"))
+    >>> a, float(total), c
+    ('a', 4.0, 'c')
     """
     objs = _one_kind(objs)
     fn = _COMPUTE.get()
