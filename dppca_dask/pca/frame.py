@@ -142,6 +142,26 @@ def durfee_frame(
                                         beta=beta, max_steps=max_steps))
 
 
+def _centre_stage(
+    x: da.Array, directions: np.ndarray, grid: np.ndarray, *, n: int, eps: float, rng: Any,
+    labels: tuple[str, str], beta: float,
+) -> Stage[tuple[list[float], list[SpendRecord]]]:
+    """The frame centre of both axes (one count pass, then a Durfee median per axis at
+    ``eps`` each), shared by the durfee and the capped frames."""
+    (pos, neg), = yield (row_block_sum(x, center_counts, directions, grid, beta,
+                                       name="score-center-counts"),)
+    records: list[SpendRecord] = []
+    centers = []
+    for a in range(2):
+        rel = signed_quantile_from_counts(
+            pos[a], neg[a], grid, n=n, q=0.5, eps=eps, beta=beta, rng=rng, component="score",
+            label=f"frame centre {_AXES[a]} ({labels[a]}): Durfee median",
+        )
+        centers.append(rel.value)
+        records.extend(rel.records)
+    return centers, records
+
+
 def durfee_frame_stage(
     x: da.Array,
     directions: np.ndarray,
@@ -156,19 +176,9 @@ def durfee_frame_stage(
     """:func:`durfee_frame` as a stage (:mod:`dppca_dask.graph.rounds`): its two count passes."""
     each = eps / 4.0
     grid = upper_grid(beta, max_steps)
-    (pos, neg), = yield (row_block_sum(x, center_counts, directions, grid, beta,
-                                       name="score-center-counts"),)
-    records: list[SpendRecord] = []
-    centers = []
-    for a in range(2):
-        rel = signed_quantile_from_counts(
-            pos[a], neg[a], grid, n=n, q=0.5, eps=each, beta=beta, rng=rng, component="score",
-            label=f"frame centre {_AXES[a]} ({labels[a]}): Durfee median",
-        )
-        centers.append(rel.value)
-        records.extend(rel.records)
-    center = np.array(centers)
-    (dist,) = yield (row_block_sum(x, radius_counts, directions, center, grid,
+    centers, records = yield from _centre_stage(x, directions, grid, n=n, eps=each, rng=rng,
+                                                labels=labels, beta=beta)
+    (dist,) = yield (row_block_sum(x, radius_counts, directions, np.array(centers), grid,
                                    name="score-radius-counts"),)
     radii = []
     for a in range(2):
@@ -204,17 +214,9 @@ def capped_frame_stage(
     shares = CAPPED_SHARES
     grid = upper_grid(beta, max_steps)
     coarse = coarse_indices(len(grid))
-    (pos, neg), = yield (row_block_sum(x, center_counts, directions, grid, beta,
-                                       name="score-center-counts"),)
-    records: list[SpendRecord] = []
-    centers = []
-    for a in range(2):
-        rel = signed_quantile_from_counts(
-            pos[a], neg[a], grid, n=n, q=0.5, eps=shares["centre"] * eps, beta=beta, rng=rng,
-            component="score", label=f"frame centre {_AXES[a]} ({labels[a]}): Durfee median",
-        )
-        centers.append(rel.value)
-        records.extend(rel.records)
+    centers, records = yield from _centre_stage(x, directions, grid, n=n,
+                                                eps=shares["centre"] * eps, rng=rng,
+                                                labels=labels, beta=beta)
     (dist,) = yield (row_block_sum(x, radius_counts, directions, np.array(centers), grid,
                                    name="score-radius-counts"),)
     radii, scales = [], []
