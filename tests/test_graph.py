@@ -230,7 +230,7 @@ def test_compute__blas_single_threaded_inside_tasks(data):
 def test_check_matrix_memory__refuses_before_any_data_is_read():
     """3 rows x 10^6 columns used to end in numpy's 'Unable to allocate 7.28 TiB'."""
     import dppca_dask as dp
-    from dppca_dask.graph.compute import MATRIX_COPIES, check_matrix_memory
+    from dppca_dask.graph.memory import MATRIX_COPIES, check_matrix_memory
 
     check_matrix_memory(100, "x", available=MATRIX_COPIES * 8 * 100 * 100)  # fits exactly
     with pytest.raises(InputError, match=r"1e\+06 x 1e\+06|1000000 x 1000000"):

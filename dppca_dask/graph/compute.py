@@ -44,7 +44,7 @@ from dask.delayed import Delayed, delayed
 from threadpoolctl import threadpool_limits
 
 from dppca_dask._validation import parse_int
-from dppca_dask.errors import ChunkingError, InputError
+from dppca_dask.errors import ChunkingError
 from dppca_dask.kernels.kendall import check_finite_block, tile_blas_unfused, tile_reference
 from dppca_dask.kernels.kendall_fused import PANEL_ROWS, tile_fused
 
@@ -55,9 +55,7 @@ __all__ = [
     "DEFAULT_UNIT_PAIRS",
     "KERNELS",
     "PERSIST_MAX_BYTES",
-    "MATRIX_COPIES",
     "KendallLayout",
-    "check_matrix_memory",
     "compute",
     "kendall_layout",
     "kendall_sum",
@@ -227,31 +225,6 @@ class KendallLayout:
             "pairs": self.n_pairs,
             "split_every": self.split_every,
         }
-
-
-MATRIX_COPIES = 6
-"""p×p float64 matrices a loading release holds at its peak: the Kendall sum (on the worker that
-reduces it and on the driver), its noisy copy, the eigendecomposition's input, workspace and
-eigenvectors."""
-
-
-def check_matrix_memory(p: int, owner: str, *, available: int | None = None) -> None:
-    """Refuse, before any data is read, a p×p release that cannot fit this machine's memory.
-
-    ``available`` defaults to the memory the operating system reports as available now. The
-    estimate is :data:`MATRIX_COPIES` p×p float64 matrices (a function of p only).
-    """
-    need = MATRIX_COPIES * 8 * p * p
-    if available is None:
-        import psutil  # type: ignore[import-untyped]  # a dependency of distributed
-
-        available = int(psutil.virtual_memory().available)
-    if need > available:
-        raise InputError(
-            f"{owner} needs about {need / 2 ** 30:.3g} GiB of memory for the {p} x {p} matrix of "
-            f"{p} columns ({MATRIX_COPIES} float64 copies: the Kendall sum, its noise and its "
-            f"eigendecomposition), but {available / 2 ** 30:.3g} GiB are available. Use fewer "
-            f"columns (memory grows with p squared).")
 
 
 def _block_sizes(n: int, block_rows: int) -> tuple[int, ...]:

@@ -9,14 +9,17 @@ A worker task of the package holds one of two things at its peak:
   float64 conversion, the kernel's temporaries) plus the p×p partial sum.
 
 The driver gathers only fixed-size aggregates (a p×p matrix, histograms, k-vectors); the
-exceptions, which gather one value per row, are named in :class:`MemoryPlan`.
+exceptions, which gather one value per row, are named in :class:`MemoryPlan`. The p×p matrices
+themselves are checked against the machine's available memory by :func:`check_matrix_memory`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ROW_TASK_COPIES", "MemoryPlan", "row_task_bytes"]
+from dppca_dask.errors import InputError
+
+__all__ = ["MATRIX_COPIES", "ROW_TASK_COPIES", "MemoryPlan", "check_matrix_memory", "row_task_bytes"]
 
 ROW_TASK_COPIES = 4
 """Copies of a row chunk a row-block task holds at once (stored, float64, two temporaries)."""
@@ -53,3 +56,28 @@ class MemoryPlan:
 
 def _mib(nbytes: float) -> str:
     return f"{nbytes / 2**20:,.1f} MiB"
+
+
+MATRIX_COPIES = 6
+"""p×p float64 matrices a loading release holds at its peak: the Kendall sum (on the worker that
+reduces it and on the driver), its noisy copy, the eigendecomposition's input, workspace and
+eigenvectors."""
+
+
+def check_matrix_memory(p: int, owner: str, *, available: int | None = None) -> None:
+    """Refuse, before any data is read, a p×p release that cannot fit this machine's memory.
+
+    ``available`` defaults to the memory the operating system reports as available now. The
+    estimate is :data:`MATRIX_COPIES` p×p float64 matrices (a function of p only).
+    """
+    need = MATRIX_COPIES * 8 * p * p
+    if available is None:
+        import psutil  # type: ignore[import-untyped]  # a dependency of distributed
+
+        available = int(psutil.virtual_memory().available)
+    if need > available:
+        raise InputError(
+            f"{owner} needs about {need / 2 ** 30:.3g} GiB of memory for the {p} x {p} matrix of "
+            f"{p} columns ({MATRIX_COPIES} float64 copies: the Kendall sum, its noise and its "
+            f"eigendecomposition), but {available / 2 ** 30:.3g} GiB are available. Use fewer "
+            f"columns (memory grows with p squared).")

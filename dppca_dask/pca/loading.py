@@ -29,11 +29,11 @@ from dppca_dask._validation import parse_bool, parse_choice, parse_int
 from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import (
     DEFAULT_PAIR_BLOCK,
-    check_matrix_memory,
     kendall_sum,
     moments,
     pair_groups,
 )
+from dppca_dask.graph.memory import check_matrix_memory
 from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.postprocess import align_signs, ordered_eigh
