@@ -152,3 +152,40 @@ def example_results() -> dict[str, Any]:
         "covariance_ssp": dp_covariance(x, rho=0.5, bounds=8.0, method="ssp", rng=6),
         "covariance_private": dp_covariance(x, rho=0.5, bounds=8.0, method="diagonal", rng=7),
     }
+
+
+LOOPBACK_ROWS, LOOPBACK_BLOCK_ROWS = 12_000, 400
+"""The store of the cluster tests (test_cluster.py, test_slurm.py): 30 row blocks, 12 Kendall
+work units."""
+
+
+def write_loopback_data(path: Path) -> np.ndarray:
+    """The cluster tests' 12 000 x 5 Zarr store (4000-row chunks); returns its values."""
+    import xarray as xr
+
+    x = np.random.default_rng(11).normal(size=(LOOPBACK_ROWS, 5)) * [4.0, 2.0, 1.0, 1.0, 0.5] + 1e3
+    ds = xr.Dataset(
+        {"X": (("sample", "variable"), x)},
+        coords={"variable": np.array(["a", "b", "c", "d", "e"], dtype=object)},
+    )
+    ds.chunk({"sample": 4000}).to_zarr(path, consolidated=False)
+    return x
+
+
+def loopback_config(base: Path, data: Path, name: str, cluster: dict) -> Path:
+    """A seeded loading run config on ``cluster``, its output and ledger under ``base``."""
+    import yaml
+
+    cfg = {
+        "input": {"path": str(data), "array": "X"},
+        "task": "loading",
+        "privacy": {"eps": 1.0, "delta": 1e-5},
+        "loading": {"block_rows": LOOPBACK_BLOCK_ROWS},
+        "cluster": cluster,
+        "output": {"directory": str(base / name), "formats": ["zarr"]},
+        "budget_ledger": {"path": str(base / f"{name}.ledger.sqlite")},
+        "rng": 2024,
+    }
+    path = base / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path

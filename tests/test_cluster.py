@@ -43,8 +43,14 @@ from dppca_dask.pipeline.cluster_config import (
 )
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.runner import execute
+from tests.helpers import (
+    LOOPBACK_BLOCK_ROWS,
+    LOOPBACK_ROWS,
+    loopback_config,
+    write_loopback_data,
+)
 
-N_ROWS, BLOCK_ROWS = 12_000, 400  # 30 row blocks, 12 Kendall work units
+N_ROWS, BLOCK_ROWS = LOOPBACK_ROWS, LOOPBACK_BLOCK_ROWS
 DASK = [sys.executable, "-m", "dask"]  # the `dask` CLI of this interpreter
 WAIT = 60.0  # upper bound of every wait below, in seconds
 
@@ -150,30 +156,6 @@ def dask_processes(
         procs.stop()
 
 
-def _write_data(path: Path) -> np.ndarray:
-    x = np.random.default_rng(11).normal(size=(N_ROWS, 5)) * [4.0, 2.0, 1.0, 1.0, 0.5] + 1e3
-    ds = xr.Dataset(
-        {"X": (("sample", "variable"), x)},
-        coords={"variable": np.array(["a", "b", "c", "d", "e"], dtype=object)},
-    )
-    ds.chunk({"sample": 4000}).to_zarr(path, consolidated=False)
-    return x
-
-
-def _config(base: Path, data: Path, name: str, cluster: dict) -> Path:
-    cfg = {
-        "input": {"path": str(data), "array": "X"},
-        "task": "loading",
-        "privacy": {"eps": 1.0, "delta": 1e-5},
-        "loading": {"block_rows": BLOCK_ROWS},
-        "cluster": cluster,
-        "output": {"directory": str(base / name), "formats": ["zarr"]},
-        "budget_ledger": {"path": str(base / f"{name}.ledger.sqlite")},
-        "rng": 2024,
-    }
-    path = base / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 def _run_cli(config: Path, *flags: str) -> subprocess.Popen:
@@ -216,10 +198,11 @@ def shared(tmp_path_factory) -> Iterator[dict]:
     """One dataset, the LocalCluster reference release, and a 2-worker cluster for the module."""
     base = tmp_path_factory.mktemp("cluster")
     data = base / "data.zarr"
-    x = _write_data(data)
+    x = write_loopback_data(data)
     # in-process workers (no processes to spawn while the real ones boot); the runs below on
     # the address cluster are the multi-process ones, and must release the same directions
-    ref_cfg = _config(base, data, "local", {"kind": "local", "n_workers": 2, "processes": False})
+    ref_cfg = loopback_config(base, data, "local",
+                              {"kind": "local", "n_workers": 2, "processes": False})
     reference = {}
 
     def run_reference() -> None:  # while the scheduler and workers boot
@@ -244,7 +227,7 @@ def _same_release(path: Path, reference) -> None:
 
 @pytest.mark.slow
 def test_run__address_cluster_equals_local_cluster(shared):
-    cfg = _config(shared["base"], shared["data"], "address",
+    cfg = loopback_config(shared["base"], shared["data"], "address",
                   {"kind": "address", "address": shared["procs"].address, "timeout": 30})
     code, out = _finish(_run_cli(cfg))
     assert code == 0, out
@@ -256,7 +239,7 @@ def test_run__address_cluster_equals_local_cluster(shared):
 @pytest.mark.slow
 def test_run__worker_killed_mid_pass_is_replaced_and_release_unchanged(shared):
     monitor, base = shared["monitor"], shared["base"]
-    cfg = _config(base, shared["data"], "killed",
+    cfg = loopback_config(base, shared["data"], "killed",
                   {"kind": "address", "address": shared["procs"].address, "retries": 1})
     proc = _run_cli(cfg, "--quiet")
     try:
@@ -282,7 +265,7 @@ def test_run__worker_killed_mid_pass_is_replaced_and_release_unchanged(shared):
 def test_run__scheduler_killed_mid_pass_fails_cleanly_and_writes_nothing(tmp_path, shared):
     cfg = None
     with dask_processes(tmp_path / "dask", n_workers=1) as (procs, monitor):
-        cfg = _config(tmp_path, shared["data"], "lost",
+        cfg = loopback_config(tmp_path, shared["data"], "lost",
                       {"kind": "address", "address": procs.address, "timeout": 10})
         proc = _run_cli(cfg)  # with the progress bar, as a user would run it
         try:
@@ -308,7 +291,7 @@ def test_run__all_workers_killed_mid_pass_is_one_error_line_and_a_refund(tmp_pat
     cluster.timeout + 30 s, the reservation refunded, no output nor temporary directory."""
     timeout = 5
     with dask_processes(tmp_path / "dask", n_workers=2) as (procs, monitor):
-        cfg = _config(tmp_path, shared["data"], "nobody",
+        cfg = loopback_config(tmp_path, shared["data"], "nobody",
                       {"kind": "address", "address": procs.address, "timeout": timeout})
         proc = _run_cli(cfg)
         try:

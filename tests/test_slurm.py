@@ -25,17 +25,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import xarray as xr
 import yaml
 
 from dppca_dask import load_result
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.runner import execute
+from tests.helpers import (
+    LOOPBACK_BLOCK_ROWS,
+    LOOPBACK_ROWS,
+    loopback_config,
+    write_loopback_data,
+)
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-N_ROWS, BLOCK_ROWS = 12_000, 400  # 30 row blocks, 12 Kendall work units
+N_ROWS, BLOCK_ROWS = LOOPBACK_ROWS, LOOPBACK_BLOCK_ROWS
 WAIT = 120.0  # upper bound of every wait below, in seconds
 UP = ("idle", "mixed", "allocated", "completing")
 
@@ -106,29 +111,6 @@ def _wait_until(predicate: Callable[[], object], what: str, timeout: float = WAI
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def _write_data(path: Path) -> None:
-    x = np.random.default_rng(11).normal(size=(N_ROWS, 5)) * [4.0, 2.0, 1.0, 1.0, 0.5] + 1e3
-    ds = xr.Dataset(
-        {"X": (("sample", "variable"), x)},
-        coords={"variable": np.array(["a", "b", "c", "d", "e"], dtype=object)},
-    )
-    ds.chunk({"sample": 4000}).to_zarr(path, consolidated=False)
-
-
-def _config(base: Path, data: Path, name: str, cluster: dict) -> Path:
-    cfg = {
-        "input": {"path": str(data), "array": "X"},
-        "task": "loading",
-        "privacy": {"eps": 1.0, "delta": 1e-5},
-        "loading": {"block_rows": BLOCK_ROWS},
-        "cluster": cluster,
-        "output": {"directory": str(base / name), "formats": ["zarr"]},
-        "budget_ledger": {"path": str(base / f"{name}.ledger.sqlite")},
-        "rng": 2024,
-    }
-    path = base / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 def _slurm_cluster(base: Path, job_name: str, **extra: object) -> dict:
@@ -193,8 +175,9 @@ def shared(tmp_path_factory, controller) -> dict:
     """One dataset and the LocalCluster reference release of it."""
     base = tmp_path_factory.mktemp("slurm")
     data = base / "data.zarr"
-    _write_data(data)
-    ref_cfg = _config(base, data, "local", {"kind": "local", "n_workers": 2, "processes": False})
+    write_loopback_data(data)
+    ref_cfg = loopback_config(base, data, "local",
+                              {"kind": "local", "n_workers": 2, "processes": False})
     reference = execute(RunConfig.from_dict(yaml.safe_load(ref_cfg.read_text())),
                         progress=False).result
     return {"base": base, "data": data, "reference": reference}
@@ -221,7 +204,7 @@ def _job_logs(base: Path) -> list[Path]:
 
 
 def test_run__slurm_cluster_equals_local_cluster(tmp_path, shared, job_name):
-    cfg = _config(tmp_path, shared["data"], "slurm",
+    cfg = loopback_config(tmp_path, shared["data"], "slurm",
                   _slurm_cluster(tmp_path, job_name, n_jobs=2))
     code, out = _Driver(cfg, tty=True).finish()  # on a terminal: with the progress bar
     assert code == 0, out
@@ -237,7 +220,7 @@ def test_run__slurm_cluster_equals_local_cluster(tmp_path, shared, job_name):
 
 
 def test_run__slurm_adaptive_scales_from_zero(tmp_path, shared, job_name):
-    cfg = _config(tmp_path, shared["data"], "adaptive",
+    cfg = loopback_config(tmp_path, shared["data"], "adaptive",
                   _slurm_cluster(tmp_path, job_name, adaptive={"minimum": 0, "maximum": 2}))
     started = time.monotonic()
     code, out = _Driver(cfg, "--quiet").finish()
@@ -269,7 +252,7 @@ def _mid_pass(monitor) -> str | None:
 def test_run__scancel_of_a_worker_job_mid_pass_keeps_the_release(tmp_path, shared, job_name):
     from distributed import Client
 
-    cfg = _config(tmp_path, shared["data"], "scancel",
+    cfg = loopback_config(tmp_path, shared["data"], "scancel",
                   _slurm_cluster(tmp_path, job_name, n_jobs=2))
     driver = _Driver(cfg, "--quiet")
     try:
@@ -302,7 +285,7 @@ def test_run__impossible_memory_request_fails_at_once_with_sbatchs_reason(
     assert probe.returncode != 0
     reason = probe.stderr.strip().splitlines()[-1].split(":", 1)[-1].strip()
     assert reason
-    cfg = _config(tmp_path, shared["data"], "huge",
+    cfg = loopback_config(tmp_path, shared["data"], "huge",
                   _slurm_cluster(tmp_path, job_name, memory="4000GiB", timeout=600))
     started = time.monotonic()
     code, out = _Driver(cfg).finish(timeout=60)
@@ -331,7 +314,7 @@ def test_sbatch__driver_job_script_runs_the_release(tmp_path, shared, job_name):
             f'export PATH="{sysconfig.get_path("scripts")}:{Path(sys.executable).parent}:$PATH"\n')
     cluster = _slurm_cluster(tmp_path, job_name, n_jobs=2)
     del cluster["python"], cluster["interface"]  # from the site config below
-    cfg = _config(tmp_path, shared["data"], "driver-job", cluster)
+    cfg = loopback_config(tmp_path, shared["data"], "driver-job", cluster)
     site = tmp_path / "jobqueue.yaml"
     site.write_text(yaml.safe_dump({"jobqueue": {"slurm": {
         "interface": "lo", "job-script-prologue": [f"source {venv}/bin/activate"]}}}))
