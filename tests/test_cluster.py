@@ -385,6 +385,34 @@ def test_connect__retries_rerun_a_failing_task(tmp_path):
         compute(delayed(flaky, pure=False)())
 
 
+def test_connect__closed_comm_note_keeps_its_line_but_not_its_traceback():
+    """distributed logs "Batched Comm Closed" at INFO with a CommClosedError traceback when a
+    stream closes mid-run (seen in a SLURM driver job's log); during connect() the line stays
+    and the traceback goes. A WARNING keeps its traceback; outside connect() nothing changes."""
+    import logging
+
+    from distributed.comm.core import CommClosedError
+
+    log = logging.getLogger("distributed.batched")
+
+    def emit(level: int) -> logging.LogRecord:
+        try:
+            raise CommClosedError("closed")
+        except CommClosedError:
+            record = log.makeRecord(log.name, level, __file__, 0, "Batched Comm Closed %r",
+                                    ("<TCP>",), sys.exc_info())
+        kept = log.filter(record)
+        assert kept
+        return record
+
+    local = {"kind": "local", "n_workers": 1, "processes": False}
+    with connect(LocalClusterConfig(**local), progress=False):
+        info, warning = emit(logging.INFO), emit(logging.WARNING)
+    assert info.exc_info is None and info.getMessage() == "Batched Comm Closed '<TCP>'"
+    assert warning.exc_info is not None
+    assert emit(logging.INFO).exc_info is not None  # the filter left with connect()
+
+
 def test_client_compute__passes_retries(monkeypatch):
     from distributed import Client, LocalCluster
 

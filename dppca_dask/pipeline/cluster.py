@@ -446,9 +446,11 @@ def connect(
             levels.setdefault(name, logger.level)
             logger.setLevel(logging.CRITICAL)
 
-    quiet = _CancelledFeed()
+    quiet, note = _CancelledFeed(), _ClosedCommNote()
     scheduler_log = logging.getLogger("distributed.scheduler")
+    batched_log = logging.getLogger("distributed.batched")
     scheduler_log.addFilter(quiet)
+    batched_log.addFilter(note)
     try:
         with contextlib.ExitStack() as stack:
             client, where = _open(config, stack)
@@ -463,6 +465,7 @@ def connect(
                 yield client
     finally:
         scheduler_log.removeFilter(quiet)
+        batched_log.removeFilter(note)
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
 
@@ -493,6 +496,21 @@ class _CancelledFeed(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         return not isinstance(exc, asyncio.CancelledError)
+
+
+class _ClosedCommNote(logging.Filter):
+    """Keeps distributed's INFO line "Batched Comm Closed ..." (a worker or client stream that
+    closed; the scheduler recovers, and the watchdog stops a run that cannot) but drops the
+    ``CommClosedError`` traceback it attaches, which read like a crash in a driver job's log.
+    Records at WARNING or above, and any other exception, keep their traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from distributed.comm.core import CommClosedError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.levelno < logging.WARNING and isinstance(exc, CommClosedError):
+            record.exc_info, record.exc_text = None, None
+        return True
 
 
 def _announce_dashboard(client: Any, config: AnyCluster) -> None:
