@@ -20,7 +20,11 @@ from dppca_dask.pipeline.config import PCAConfig, ScoreConfig
 from dppca_dask.privacy.audit import AUDITS, run_audit
 from dppca_dask.privacy.budget import PrivacyBudget, resolve_budget
 from dppca_dask.privacy.composition import compose, record_rho
-from dppca_dask.privacy.mechanisms import geometric_histogram, geometric_histogram_scale
+from dppca_dask.privacy.mechanisms import (
+    _project_to_total,
+    geometric_histogram,
+    geometric_histogram_scale,
+)
 from dppca_dask.privacy.plan import records_match
 
 ALPHA = 1e-6
@@ -109,6 +113,44 @@ def test_geometric_histogram__large_eps_is_exact():
     np.testing.assert_array_equal(out.value, counts)
 
 
+def _projection_by_bisection(v: np.ndarray, total: int) -> np.ndarray:
+    """Plain reference: the τ with Σ max(v − τ, 0) = total, found by bisection."""
+    lo, hi = float(v.min()) - total - 1.0, float(v.max())
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.maximum(v - mid, 0).sum() > total else (lo, mid)
+    return np.maximum(v - 0.5 * (lo + hi), 0.0)
+
+
+@pytest.mark.parametrize("case", range(40))
+def test_project_to_total__is_the_euclidean_projection(case):
+    rng = np.random.default_rng([11, case])
+    v = rng.integers(-30, 60, size=int(rng.integers(1, 200))).astype(np.float64)
+    total = int(rng.integers(1, 2000))
+    x = _project_to_total(v, total)
+    assert (x >= 0).all() and x.sum() == pytest.approx(total, rel=1e-12)
+    np.testing.assert_allclose(x, _projection_by_bisection(v, total), atol=1e-8)
+    # KKT: on the support v − x is one constant τ, and off it v ≤ τ
+    tau = (v - x)[x > 0]
+    assert np.ptp(tau) < 1e-9 and (v[x == 0] <= tau[0] + 1e-9).all()
+
+
+def test_geometric_histogram__total_projects_the_noisy_counts():
+    counts = np.array([[40, 0, 0], [3, 0, 57]])
+    clip = geometric_histogram(counts, eps=0.2, rng=np.random.default_rng(9), component="score")
+    proj = geometric_histogram(counts, eps=0.2, rng=np.random.default_rng(9), component="score",
+                               total=100)
+    assert proj.value.shape == counts.shape and proj.value.sum() == pytest.approx(100)
+    assert (proj.value >= 0).all() and proj.record.draws == clip.record.draws == 6
+    assert "public total" in proj.record.note and "clipped" in clip.record.note
+    # the same noise: the projection is clip-then-shift of the same integers
+    raw_order = np.argsort(-clip.value.ravel(), kind="stable")
+    assert (np.diff(proj.value.ravel()[raw_order]) <= 1e-12).all()
+    with pytest.raises(ValueError, match="total must be a non-negative int"):
+        geometric_histogram(counts, eps=1.0, rng=np.random.default_rng(0), component="s",
+                            total=-1)
+
+
 def test_release_histograms__geometric_after_add_and_sparse():
     counts = np.array([[[30, 5], [0, 65]]])
     budget = PrivacyBudget(2.0, 1e-5)
@@ -140,6 +182,8 @@ def test_dp_score__geometric_records_match_plan():
         assert geo[0].draws == 30 * (1 if group is None else 2)
         prob = fit.probability.values[list(fit.methods).index("geometric")]
         assert prob.sum() == pytest.approx(1.0 if group is None else 2.0)
+        released = fit.dataset["released_total"].values[list(fit.methods).index("geometric")]
+        np.testing.assert_allclose(released, 400 if group is None else [200, 200])
 
 
 def test_dp_pca__geometric_records_match_plan():

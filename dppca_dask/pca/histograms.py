@@ -10,7 +10,7 @@
   "add" (:func:`~dppca_dask.privacy.mechanisms.gaussian_histogram`), "sparse"
   (:func:`~dppca_dask.privacy.mechanisms.stability_histogram`) and "geometric"
   (:func:`~dppca_dask.privacy.mechanisms.geometric_histogram`: pure ε, exact two-sided geometric
-  noise; δ unused), each with the full histogram allocation, group by group in level order, in the
+  noise, projected onto non-negative counts summing to the public n_g; δ unused), each with the full histogram allocation, group by group in level order, in the
   order add, sparse, geometric. Groups are disjoint, so the per-group releases compose in parallel:
   one ledger record per method covers all groups.
 """
@@ -209,7 +209,7 @@ class HistogramRelease:
 
     methods: tuple[str, ...]
     probability: np.ndarray
-    total: np.ndarray  # (method, group): Σĉ (add, geometric) or n_g·Σq (sparse) before normalising
+    total: np.ndarray  # (method, group): Σĉ (add; geometric: the public n_g) or n_g·Σq (sparse)
     records: tuple[SpendRecord, ...]
 
 
@@ -241,7 +241,8 @@ def release_histograms(
     ``sizes`` are the group sizes n_g (the sparse scale and threshold use them). Raises
     :class:`BudgetError` when an add or geometric histogram is all zero after noise and
     clipping; an all-zero sparse histogram is released as zeros (sampling it warns). The
-    geometric histogram spends ``budget.eps`` only (pure ε-DP).
+    geometric histogram spends ``budget.eps`` only (pure ε-DP); its noisy counts are projected
+    onto non-negative counts summing to the public n_g (post-processing).
     """
     counts = np.asarray(counts)
     groups = counts.shape[0]
@@ -261,7 +262,8 @@ def release_histograms(
                                              rng=rng, component="score", label="add histogram")
                 else:
                     rel = geometric_histogram(counts[g], eps=budget.eps, rng=rng,
-                                              component="score", label="geometric histogram")
+                                              component="score", label="geometric histogram",
+                                              total=n_g)
                 mass = float(rel.value.sum())
                 if not mass > 0:
                     noise = "Gaussian" if method == "add" else "geometric"

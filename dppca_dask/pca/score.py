@@ -389,7 +389,8 @@ def _build_result(
                                  "sparse histogram may be all zero)")),
         "released_total": (("mechanism", *gdims), total,
                            _private("released mass before normalising (add: sum of noisy "
-                                    "counts; sparse: group size times sum of proportions)")),
+                                    "counts; geometric: the public n of the histogram; "
+                                    "sparse: group size times sum of proportions)")),
         "x_breaks": (("x_edge",), x_breaks, _private("bin edges on the x axis")),
         "y_breaks": (("y_edge",), y_breaks, _private("bin edges on the y axis")),
         "frame_center": (("axis",), np.array(frame.center), _private("private frame centre")),

@@ -538,19 +538,24 @@ def geometric_histogram(
     rng: Any,
     component: str,
     label: str = "",
+    total: int | None = None,
 ) -> Release:
     """Two-sided geometric histogram (dp_score "geometric"; Ghosh, Roughgarden & Sundararajan
     2012): pure ε-DP, exact integer noise on the integer cell counts.
 
-    ĉ_k = max(c_k + Z_k, 0) with Z_k i.i.d. discrete Laplace on Z, P(z) ∝ exp(−|z|/b) (the
+    Y_k = c_k + Z_k with Z_k i.i.d. discrete Laplace on Z, P(z) ∝ exp(−|z|/b) (the
     two-sided geometric distribution with q = e^{−1/b}), b = :func:`geometric_histogram_scale`
     ≥ 2/ε: one replaced observation moves one count down and one up (L1 sensitivity 2), and
     the pmf ratio under an integer shift v is at most exp(‖v‖₁/b) ≤ e^ε (proof:
     docs/design/histogram_mechanisms.md). Sampled exactly (:func:`~dppca_dask.privacy.
     exact_noise.discrete_laplace`, CKS 2020 Alg. 2: uniform integers from ``rng.integers`` and
     integer arithmetic only); no float is formed before the noisy integers exist. One draw per
-    cell in cell order (``counts`` flattened in C order); the clip at 0 and any normalising
-    are post-processing. The value has the shape of ``counts``.
+    cell in cell order (``counts`` flattened in C order). Post-processing: without ``total``,
+    ĉ_k = max(Y_k, 0); with a public ``total`` (dp_score passes the public n), ĉ is the
+    Euclidean projection of Y onto {ĉ ≥ 0, Σĉ = total} (``_project_to_total``: ĉ_k =
+    max(Y_k − τ, 0), one τ for all cells), which removes most of the mass that the clip leaves
+    in empty cells (TV 0.1–0.4× lower at ε ≤ 0.5, docs/design/histogram_mechanisms.md). The
+    value has the shape of ``counts``.
 
     Examples
     --------
@@ -563,8 +568,17 @@ def geometric_histogram(
     """
     arr = _as_counts(counts, "geometric_histogram")
     scale = geometric_histogram_scale(eps)
+    if total is not None and not (isinstance(total, int | np.integer) and total >= 0):
+        raise ValueError(f"geometric_histogram: total must be a non-negative int (the public "
+                         f"number of observations). Got {total!r}.")
     noisy = add_ints(to_grid(arr, 1.0), discrete_laplace(rng, scale, int(arr.size)))
-    out = np.maximum(from_grid(noisy, 1.0), 0.0).reshape(arr.shape)
+    values = from_grid(noisy, 1.0)
+    if total is None:
+        out = np.maximum(values, 0.0).reshape(arr.shape)
+        post = "negative counts clipped to 0 (post-processing)"
+    else:
+        out = _project_to_total(values, int(total)).reshape(arr.shape)
+        post = "projected onto counts >= 0 summing to the public total (post-processing)"
     record = SpendRecord(
         component=component,
         mechanism="geometric_histogram",
@@ -576,10 +590,31 @@ def geometric_histogram(
         scale=float(scale),
         draws=int(arr.size),
         note=_join(label, "counts; exact two-sided geometric (discrete Laplace) noise, one "
-                          "draw per cell; negative counts clipped to 0 (post-processing)"),
+                          f"draw per cell; {post}"),
         grid=1.0,
     )
     return Release(out, record)
+
+
+def _project_to_total(values: np.ndarray, total: int) -> np.ndarray:
+    """Euclidean projection of ``values`` onto {x ≥ 0, Σx = total} (post-processing of a noisy
+    count vector; Duchi et al. 2008's sort-based rule): x_k = max(v_k − τ, 0) with the one τ
+    that makes the sum ``total``. Flattened float64; ``total`` 0 gives zeros.
+
+    Examples
+    --------
+    >>> _project_to_total(np.array([5.0, -2.0, 1.0, 0.0]), 4).tolist()
+    [4.0, 0.0, 0.0, 0.0]
+    >>> _project_to_total(np.array([3.0, 3.0, -1.0]), 8).tolist()
+    [4.0, 4.0, 0.0]
+    """
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if total <= 0 or v.size == 0:
+        return np.zeros_like(v)
+    desc = np.sort(v)[::-1]
+    taus = (np.cumsum(desc) - float(total)) / np.arange(1, v.size + 1)
+    keep = int(np.flatnonzero(desc - taus > 0)[-1])  # the largest j with v_(j) > τ_j
+    return np.maximum(v - taus[keep], 0.0)
 
 
 SMOOTH_GRID = 2.0 ** -40
