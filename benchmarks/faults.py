@@ -10,7 +10,8 @@ directory), the seconds from the fault to that outcome, and the ledger's events.
 Faults: ``scheduler-loss`` (SIGKILL of the scheduler), ``workers-lost`` (every worker and its
 nanny killed), ``churn`` (a worker process SIGKILLed every 3 s, its nanny restarts it),
 ``tiny-memory`` (a LocalCluster with ``memory_limit: 100MiB``), ``store-gone`` (the input store
-deleted mid-run), ``store-truncated`` (its chunk files truncated mid-run), ``sigterm`` and
+deleted mid-run), ``store-truncated`` (its chunk files truncated mid-run), both again during
+pass 1 of a ``pca`` run, whose scree and score passes read the store again, ``sigterm`` and
 ``sigkill`` (of the driver). Every process started here is stopped by PID.
 
     python benchmarks/faults.py                 # all faults, the table of docs/reliability.md
@@ -140,10 +141,13 @@ def write_data(path: Path, n: int = N_ROWS) -> None:
     ds.chunk({"sample": ROW_CHUNK}).to_zarr(path, consolidated=False)
 
 
-def write_config(base: Path, data: Path, name: str, cluster: dict[str, Any]) -> Path:
+def write_config(base: Path, data: Path, name: str, cluster: dict[str, Any],
+                 task: str = "loading") -> Path:
+    section = ({"pca": {"block_rows": BLOCK_ROWS, "scree_control": {"clipped": {"C_clip": 100}}}}
+               if task == "pca" else {"loading": {"block_rows": BLOCK_ROWS}})
     cfg = {
-        "input": {"path": str(data), "array": "X"}, "task": "loading",
-        "privacy": {"eps": 1.0, "delta": 1e-5}, "loading": {"block_rows": BLOCK_ROWS},
+        "input": {"path": str(data), "array": "X"}, "task": task,
+        "privacy": {"eps": 1.0, "delta": 1e-5}, **section,
         "cluster": cluster, "output": {"directory": str(base / name), "formats": ["zarr"]},
         "budget_ledger": {"path": str(base / f"{name}.ledger.sqlite")}, "rng": 2024,
     }
@@ -176,14 +180,18 @@ def finish(proc: subprocess.Popen, timeout: float) -> tuple[int | None, str]:
 def ledger_kinds(path: Path) -> list[str]:
     from dppca_dask.pipeline.ledger import Ledger
 
-    return [e["kind"] for e in Ledger(path).events()] if path.exists() else []
+    def name(event: dict[str, Any]) -> str:  # a failure after noise is a release event
+        return "failed (kept as spent)" if event["status"] == "failed" else event["kind"]
+
+    return [name(e) for e in Ledger(path).events()] if path.exists() else []
 
 
 def directions(path: Path) -> np.ndarray | None:
     from dppca_dask import load_result
 
-    with contextlib.suppress(Exception):
-        return np.asarray(load_result(path / "loading.zarr").directions.values)
+    for store in ("loading.zarr", "pca.zarr"):
+        with contextlib.suppress(Exception):
+            return np.asarray(load_result(path / store).directions.values)
     return None
 
 
@@ -218,6 +226,10 @@ def judge(fault: str, base: Path, name: str, code: int | None, out: str, seconds
     if tidy and code == 143 and len(stopped) == 1:  # SIGTERM: the CLI's own exit status
         errors, clean = stopped, True
         what = "clean stop (exit 143)"
+    elif code == -signal.SIGKILL:  # nothing runs after kill -9; the reservation stays open
+        errors = ["nothing can run after kill -9: the reservation stays `reserved` until the "
+                  "custodian runs `dppca-dask budget release` (it sees that the pid is dead)"]
+        what = "killed (exit -9), by design"
     else:
         what = "clean error" if clean else ("HANG" if code is None else f"UNCLEAN exit {code}")
     detail = errors[0].removeprefix("Error: ") if errors else out.strip().splitlines()[-1:] and \
@@ -230,8 +242,9 @@ def judge(fault: str, base: Path, name: str, code: int | None, out: str, seconds
 
 def run_with(base: Path, data: Path, name: str, cluster: dict[str, Any], inject: Callable[
         [subprocess.Popen], None] | None, loop: Loopback | None, fault: str,
-        reference: np.ndarray | None, limit: float = TIMEOUT + 30) -> Outcome:
-    config = write_config(base, data, name, cluster)
+        reference: np.ndarray | None, limit: float = TIMEOUT + 30, task: str = "loading",
+        ) -> Outcome:
+    config = write_config(base, data, name, cluster, task)
     proc = start_run(config)
     start = time.monotonic()
     try:
@@ -251,13 +264,14 @@ def address(loop: Loopback, **extra: Any) -> dict[str, Any]:
     return {"kind": "address", "address": loop.address, "timeout": TIMEOUT, **extra}
 
 
-def reference_release(base: Path, data: Path) -> np.ndarray:
-    cfg = write_config(base, data, "reference", {"kind": "local", "n_workers": 2,
-                                                 "processes": False})
+def reference_release(base: Path, data: Path, task: str = "loading") -> np.ndarray:
+    name = f"reference-{task}"
+    cfg = write_config(base, data, name, {"kind": "local", "n_workers": 2, "processes": False},
+                       task)
     code, out = finish(start_run(cfg), 300)
     if code != 0:
         raise RuntimeError(out)
-    got = directions(base / "reference")
+    got = directions(base / name)
     assert got is not None
     return got
 
@@ -317,10 +331,16 @@ def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcom
     yield run_with(base, data, "tiny", {"kind": "local", "n_workers": 1,
                                         "memory_limit": "100MiB"},
                    None, None, "tiny memory (LocalCluster 100MiB)", reference)
-    for fault, damage in (("store disappears", "gone"), ("store truncated", "truncated")):
-        copy = base / f"data-{damage}.zarr"
+    damages = [(f"{fault}{where}", damage, task)
+               for task, where in (("loading", " mid-run"),
+                                   ("pca", " during pass 1 of a pca run (later passes reread it)"))
+               for fault, damage in (("store disappears", "gone"), ("store truncated", "truncated"))]
+    references = {"loading": reference, "pca": reference_release(base, data, "pca")}
+    for fault, damage, task in damages:
+        name = f"store-{damage}-{task}"
+        copy = base / f"data-{damage}-{task}.zarr"
         shutil.copytree(data, copy)
-        with Loopback(base / f"dask-{damage}", n_workers=2) as loop:
+        with Loopback(base / f"dask-{damage}-{task}", n_workers=2) as loop:
             def hurt(proc: subprocess.Popen, copy: Path = copy, damage: str = damage) -> None:
                 if damage == "gone":
                     shutil.rmtree(copy)
@@ -329,8 +349,8 @@ def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcom
                     if f.is_file() and f.name != "zarr.json":
                         f.write_bytes(f.read_bytes()[:7])
 
-            yield run_with(base, copy, f"store-{damage}", address(loop), hurt, loop,
-                           f"{fault} mid-run", reference)
+            yield run_with(base, copy, name, address(loop), hurt, loop, fault,
+                           references[task], task=task)
     for sig, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGKILL, "SIGKILL")):
         with Loopback(base / f"dask-{name}", n_workers=2) as loop:
             yield run_with(base, data, name.lower(), address(loop),
