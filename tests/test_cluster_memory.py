@@ -49,11 +49,10 @@ def test_local_cluster__all_workers_gone_is_an_error_not_a_hang():
 
 
 def test_check_task_memory__a_task_no_worker_can_hold_is_refused_with_the_estimate():
+    import psutil
     from distributed import Client, LocalCluster
 
     from dppca_dask.pipeline.cluster import check_task_memory
-
-    import psutil
 
     # an in-process worker's memory is this process's: give it 512 MiB of room above what the
     # test process already holds (late in a suite run that is several hundred MiB)

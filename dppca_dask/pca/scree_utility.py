@@ -54,7 +54,7 @@ from dppca_dask.privacy.accounting import gaussian_sigma
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.results.scree_utility import RIGHT_BIN, UNRELIABLE_SD, released_noise_lines
 
-_TRAPEZOID = getattr(np, "trapezoid", None) or np.trapz  # type: ignore[attr-defined]  # numpy < 2
+_TRAPEZOID = getattr(np, "trapezoid", None) or np.trapz  # type: ignore[attr-defined]  # noqa: NPY201 (numpy < 2)
 """The trapezoid rule (``np.trapezoid`` from numpy 2.0, ``np.trapz`` before)."""
 
 __all__ = ["GAUSSIAN_M2_MEDIAN", "RIGHT_BIN", "UNRELIABLE_SD", "MethodNoise",

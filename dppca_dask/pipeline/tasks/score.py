@@ -22,13 +22,13 @@ from dppca_dask._rformat import format_r_scalar
 from dppca_dask._validation import parse_axes
 from dppca_dask.errors import InputError
 from dppca_dask.io.data import DataSource, SourceInfo
+from dppca_dask.pca.frame import CAPPED_SHARES, CAPPED_SPAN
 from dppca_dask.pca.histograms import (
     cell_limit,
     histogram_estimate,
     parse_bins,
     parse_methods,
 )
-from dppca_dask.pca.frame import CAPPED_SHARES, CAPPED_SPAN
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
 from dppca_dask.pca.score import FRAME_SHARE, fit_score, plan_score
 from dppca_dask.pipeline.config import RunConfig
