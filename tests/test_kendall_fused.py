@@ -184,3 +184,77 @@ def test_tile_fused__heavy_tails_same_input_same_bits():
         first = tile_fused(x[:120], x[120:], **kwargs)[0]
         assert np.array_equal(first, tile_fused(x[:120].copy(), x[120:].copy(), **kwargs)[0])
         assert np.array_equal(tile_fused(x, **kwargs)[0], tile_fused(x, **kwargs)[0])
+
+
+def _clusters(n, p, k, *, spread=1.0, sep=1e3, offset=0.0, seed=0):
+    """k tight clusters far apart (relative to their spread), rows in random order: the
+    tile's one centre lies in none of them, so every within-cluster pair is near there."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(k, p)) * sep
+    return centres[rng.integers(0, k, n)] + rng.normal(size=(n, p)) * spread + offset
+
+
+@pytest.mark.parametrize(("k", "p", "offset", "spread"), [
+    (2, 3, 0.0, 1.0), (4, 20, 0.0, 1.0), (8, 5, 1e9, 1.0), (30, 4, 0.0, 1.0),
+    (3, 6, 0.0, 1e290),  # magnitudes near the float range: the halved shift
+])
+def test_tile_fused__clustered_tiles_switch_to_per_panel_centres(k, p, offset, spread):
+    x = _clusters(700, p, k, spread=spread, sep=1e3 * spread, offset=offset, seed=k)
+    for a, b in ((x, None), (x[:300], x[300:])):
+        expected, count = tile_reference(a, b)  # overflow-safe (brute force is not at 1e290)
+        atol = 1e-12 * np.abs(expected).max()
+        one = TileStats()
+        single, _ = tile_fused(a, b, switch=False, stats=one)
+        for panel_rows in (256, 16):
+            stats = TileStats()
+            got, m = tile_fused(a, b, panel_rows=panel_rows, stats=stats)
+            assert m == count and stats.pairs == count
+            assert stats.switched == 1, stats
+            assert stats.near < 0.25 * one.near, (stats, one)  # back on the Gram path
+            np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
+            np.testing.assert_allclose(got, single, rtol=0, atol=atol)
+            assert np.array_equal(got, tile_fused(a.copy(), None if b is None else b.copy(),
+                                                  panel_rows=panel_rows)[0])
+
+
+def test_tile_fused__switch_threshold_and_unclustered_data():
+    rng = np.random.default_rng(3)
+    for x in (rng.normal(size=(600, 8)) + 1e3, _heavy("t1.5", 600, 8, seed=1),
+              _heavy("outliers_1e6", 600, 8, seed=2)):
+        stats = TileStats()
+        tile_fused(x[:300], x[300:], stats=stats)
+        assert stats.switched == 0 and stats.near == 0
+    few = _clusters(60, 4, 2)  # ~450 near pairs: below SWITCH_MIN_NEAR, the exact path
+    stats = TileStats()
+    got, _ = tile_fused(few, stats=stats)
+    assert stats.switched == 0 and stats.near > 0
+    np.testing.assert_allclose(got, brute_force(few)[0], rtol=0, atol=1e-12 * 1770)
+
+
+def test_tile_fused__duplicates_inside_a_cluster_are_refused_after_the_switch():
+    from dppca_dask.errors import DuplicateObservationError
+
+    x = _clusters(500, 4, 4)
+    x[400] = x[17]
+    with pytest.raises(DuplicateObservationError):
+        tile_fused(x)
+    stats = TileStats()
+    with pytest.raises(DuplicateObservationError):
+        tile_fused(x[:250], x[250:], stats=stats)
+
+
+def test_cluster_order__a_permutation_grouping_tight_clusters():
+    x = _clusters(1000, 6, 5, seed=8)
+    order, sizes = kendall_fused.cluster_order(x)
+    assert sorted(order.tolist()) == list(range(1000)) and sizes.sum() == 1000
+    # each group is one cluster: the rows of a group are close to one another
+    lo = 0
+    for size in sizes.tolist():
+        group = x[order[lo:lo + size]]
+        assert np.ptp(group, axis=0).max() < 20.0  # spread 1; clusters ~1e3 apart
+        lo += size
+    assert len(sizes) == 5
+    ones = kendall_fused.cluster_order(np.full((7, 3), 2.5))
+    assert ones[0].tolist() == list(range(7)) and ones[1].tolist() == [7]
+    big = kendall_fused.cluster_order(_clusters(200, 3, 3, spread=1e300, sep=1e300, seed=1))
+    assert sorted(big[0].tolist()) == list(range(200))

@@ -46,7 +46,7 @@ from threadpoolctl import threadpool_limits
 from dppca_dask._validation import parse_int
 from dppca_dask.errors import ChunkingError
 from dppca_dask.kernels.kendall import check_finite_block, tile_blas_unfused, tile_reference
-from dppca_dask.kernels.kendall_fused import PANEL_ROWS, tile_fused
+from dppca_dask.kernels.kendall_fused import PANEL_ROWS, SWITCHED_PANEL_FACTOR, tile_fused
 
 __all__ = [
     "DEFAULT_BLOCK_ROWS",
@@ -201,15 +201,18 @@ class KendallLayout:
 
     @property
     def tile_bytes(self) -> int:
-        """Bytes of the largest weight temporary (a panel for the fused kernel)."""
+        """Bytes of the largest weight temporary (a panel for the fused kernel; a tile that
+        switches to per-panel centres uses panels of ``SWITCHED_PANEL_FACTOR`` times the rows)."""
         b = max(self.block_sizes)
-        return 8 * min(b, PANEL_ROWS) * b
+        return 8 * min(b, SWITCHED_PANEL_FACTOR * PANEL_ROWS) * b
 
     def worker_memory_estimate(self, fast: bool = True) -> int:
         """Peak bytes one running unit needs when it reads its blocks (two at a time)."""
         b = max(self.block_sizes)
         blocks = 2 * b * self.p * 8
-        temps = self.tile_bytes + 4 * 8 * b * (self.p + 1) if fast else 3 * 8 * b * self.p
+        # fused: shifted A and B, [Sb | 1]ᵀ, (W Sb)ᵀ, and a switched tile's sorted A and
+        # per-panel shifted B
+        temps = self.tile_bytes + 6 * 8 * b * (self.p + 1) if fast else 3 * 8 * b * self.p
         return blocks + temps + 4 * 8 * self.p * self.p
 
     def as_dict(self) -> dict[str, Any]:

@@ -118,13 +118,15 @@ class TileStats:
     """Counters a kernel adds to when given ``stats=``: diagnostics only, never results.
 
     ``pairs``: pairs of the tiles seen; ``near``: pairs recomputed exactly (near, duplicate or
-    non-finite d̃); ``chunks``: exact-path batches; ``largest_chunk``: the most pairs in one.
+    non-finite d̃); ``chunks``: exact-path batches; ``largest_chunk``: the most pairs in one;
+    ``switched``: tiles the fused kernel restarted with per-panel centres.
     """
 
     pairs: int = 0
     near: int = 0
     chunks: int = 0
     largest_chunk: int = 0
+    switched: int = 0
 
     @property
     def near_fraction(self) -> float:
@@ -210,15 +212,18 @@ def shift_and_scale(
     centre: Centre = "median",
     out_a: np.ndarray | None = None,
     out_b: np.ndarray | None = None,
+    shift: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Shift the tile to its centre and scale by a power of two to max |x̃| < 1.
 
     ``b is None``: a diagonal tile (the second result is the first). Writes into ``out_a`` /
-    ``out_b`` when given (the fused kernel's scratch buffers). Returns the scaled blocks and the
-    near-pair floor F (module docstring): the duplicate threshold in scaled units times 4, at
-    least ``NEAR_FLOOR``; ``inf`` when every row equals the centre (all pairs duplicates).
+    ``out_b`` when given (the fused kernel's scratch buffers). ``shift``: use this centre
+    instead of :func:`tile_centre` (the fused kernel's per-panel centres; any finite vector is
+    overflow-safe here). Returns the scaled blocks and the near-pair floor F (module
+    docstring): the duplicate threshold in scaled units times 4, at least ``NEAR_FLOOR``;
+    ``inf`` when every row equals the centre (all pairs duplicates).
     """
-    shift = tile_centre(a, b, centre)
+    shift = tile_centre(a, b, centre) if shift is None else shift
     blocks = [(a, out_a)] if b is None else [(a, out_a), (b, out_b)]
     with np.errstate(over="ignore"):
         shifted = [np.subtract(x, shift, out=out) for x, out in blocks]
