@@ -7,7 +7,8 @@ directions equal the fault-free run's bit for bit, with one ledger release -- or
 -- exit status 1, exactly one ``Error:`` line, no traceback, no output directory nor temporary
 directory), the seconds from the fault to that outcome, and the ledger's events.
 
-Faults: ``scheduler-loss`` (SIGKILL of the scheduler), ``workers-lost`` (every worker and its
+Faults: ``scheduler-loss`` (SIGKILL of the scheduler), ``scheduler-hung`` (SIGSTOP: the
+process stays, its connections stay open, it answers nothing), ``workers-lost`` (every worker and its
 nanny killed), ``churn`` (a worker process SIGKILLed every 3 s, its nanny restarts it),
 ``tiny-memory`` (a LocalCluster with ``memory_limit: 100MiB``), ``store-gone`` (the input store
 deleted mid-run), ``store-truncated`` (its chunk files truncated mid-run), both again during
@@ -320,6 +321,18 @@ def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcom
         yield run_with(base, data, "scheduler", address(loop),
                        lambda proc: os.kill(loop.scheduler.pid, signal.SIGKILL),  # type: ignore[union-attr]
                        loop, "scheduler loss (SIGKILL)", reference)
+    with Loopback(base / "dask-h", n_workers=2) as loop:
+        hung = loop.scheduler
+
+        def stop_scheduler(proc: subprocess.Popen) -> None:
+            os.kill(hung.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+
+        try:
+            yield run_with(base, data, "hung", address(loop), stop_scheduler, loop,
+                           f"scheduler hung (SIGSTOP; cluster.timeout {TIMEOUT} s)", reference)
+        finally:
+            with contextlib.suppress(OSError):
+                os.kill(hung.pid, signal.SIGCONT)  # type: ignore[union-attr]
     with Loopback(base / "dask-w", n_workers=2) as loop:
         def kill_workers(proc: subprocess.Popen) -> None:
             for worker in loop.workers:

@@ -286,6 +286,39 @@ def test_run__scheduler_killed_mid_pass_fails_cleanly_and_writes_nothing(tmp_pat
 
 
 @pytest.mark.slow
+def test_run__scheduler_hung_mid_pass_is_one_error_line_and_a_refund(tmp_path, shared):
+    """A stopped (SIGSTOP) scheduler keeps its connections open and answers nothing: the run
+    ends within cluster.timeout + 30 s with the watchdog's line and a refund; its end asks the
+    silent scheduler nothing more (before: restoring allowed_failures waited forever)."""
+    timeout = 6
+    with dask_processes(tmp_path / "dask", n_workers=1) as (procs, monitor):
+        cfg = loopback_config(tmp_path, shared["data"], "hung",
+                              {"kind": "address", "address": procs.address, "timeout": timeout})
+        proc = _run_cli(cfg, "--quiet")
+        try:
+            seen = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
+                               "the Kendall pass to start")
+            assert isinstance(seen, str), _finish(proc)
+            os.kill(procs.scheduler.pid, signal.SIGSTOP)
+            stopped = time.monotonic()
+            code, out = _finish(proc, timeout=timeout + 30)
+            elapsed = time.monotonic() - stopped
+        finally:
+            _kill_group(proc)
+            os.kill(procs.scheduler.pid, signal.SIGCONT)
+    lines = [line for line in out.splitlines() if line.startswith("Error")]
+    assert code == 1, out
+    assert lines == [f"Error: The Dask scheduler at {procs.address} has not answered for "
+                     f"{timeout} s (cluster.timeout) during the run: is its process stopped "
+                     "or overloaded? Nothing was released."], out
+    assert "Traceback" not in out
+    assert elapsed < timeout + 30
+    assert not (tmp_path / "hung").exists()
+    assert not list(tmp_path.glob(".hung*"))
+    assert _ledger_kinds(tmp_path / "hung.ledger.sqlite") == ["reserve", "cancel"]
+
+
+@pytest.mark.slow
 def test_run__all_workers_killed_mid_pass_is_one_error_line_and_a_refund(tmp_path, shared):
     """Every worker (nanny and process) killed mid-pass: no hang -- one error line within
     cluster.timeout + 30 s, the reservation refunded, no output nor temporary directory."""

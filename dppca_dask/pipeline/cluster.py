@@ -41,7 +41,7 @@ from dppca_dask.pipeline.cluster_config import (
     TLSConfig,
     split_host_port,
 )
-from dppca_dask.pipeline.watchdog import Watchdog, set_allowed_failures
+from dppca_dask.pipeline.watchdog import SILENT_SCHEDULERS, Watchdog, set_allowed_failures
 
 __all__ = ["ClusterError", "connect", "describe_cluster"]
 
@@ -482,10 +482,15 @@ def _allow_failures(client: Any, config: AnyCluster, stack: contextlib.ExitStack
         stack.callback(_restore_failures, client, old)
 
 
+RESTORE_TIMEOUT = 5.0
+"""Seconds the end of a run waits for a shared scheduler to take its allowed_failures back (a
+hung scheduler must not hold the run's end)."""
+
+
 def _restore_failures(client: Any, value: int) -> None:
-    if client.status == "running":
+    if client.status == "running" and client not in SILENT_SCHEDULERS:
         with contextlib.suppress(Exception):
-            set_allowed_failures(client, value)
+            set_allowed_failures(client, value, timeout=RESTORE_TIMEOUT)
 
 
 class _CancelledFeed(logging.Filter):

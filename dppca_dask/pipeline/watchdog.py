@@ -31,13 +31,18 @@ import contextlib
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Watchdog", "set_allowed_failures"]
+__all__ = ["SILENT_SCHEDULERS", "Watchdog", "set_allowed_failures"]
 
 PROBE_INTERVAL = 1.0
 """Seconds between two probes of the scheduler."""
+
+SILENT_SCHEDULERS: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Clients whose scheduler a watchdog found silent: the end of the run asks them nothing more
+(no plugin removal, no allowed_failures restore), so a hung scheduler cannot hold it."""
 
 
 def _make_probe(name: str) -> Callable[..., tuple[int, int, int]]:
@@ -85,11 +90,13 @@ def _make_allowed_failures(value: int | None) -> Callable[..., int]:
     return swap
 
 
-def set_allowed_failures(client: Any, value: int) -> int | None:
+def set_allowed_failures(client: Any, value: int, timeout: float | None = None) -> int | None:
     """Set the scheduler's ``allowed_failures`` to ``value``; returns the previous value (None
-    when the scheduler refuses pickled functions: its own setting then applies)."""
+    when the scheduler refuses pickled functions: its own setting then applies). ``timeout``:
+    seconds to wait for the scheduler's answer (``TimeoutError`` after; None: no limit)."""
     try:
-        return int(client.run_on_scheduler(_make_allowed_failures(value)))
+        return int(client.run_on_scheduler(_make_allowed_failures(value),
+                                           callback_timeout=timeout))
     except (OSError, TimeoutError):
         raise
     except Exception:  # noqa: BLE001 -- e.g. the scheduler refuses pickled functions
@@ -106,6 +113,7 @@ class Watchdog:
         self.timeout, self.stall_timeout, self.where = float(timeout), float(stall_timeout), where
         self.interval = min(interval, self.timeout / 4, self.stall_timeout / 4)
         self.reason: str | None = None
+        self.silent = False  # fired because the scheduler stopped answering
         self._client, self._futures = client, futures
         self._name = f"dppca-watchdog-{uuid.uuid4().hex[:12]}"
         self._probe = _make_probe(self._name)
@@ -144,6 +152,8 @@ class Watchdog:
             except TimeoutError:
                 silent_since = silent_since if silent_since is not None else now - self.interval
                 if now - silent_since >= self.timeout:
+                    self.silent = True
+                    SILENT_SCHEDULERS.add(self._client)
                     self._fire(f"The Dask scheduler at {self.where} has not answered for "
                                f"{self.timeout:g} s (cluster.timeout) during the run: is its "
                                "process stopped or overloaded? Nothing was released")
@@ -187,6 +197,6 @@ class Watchdog:
     def stop(self) -> None:
         self._done.set()
         self._thread.join(timeout=15)
-        if self._scheduler_side and self._client.status == "running":
+        if self._scheduler_side and not self.silent and self._client.status == "running":
             with contextlib.suppress(Exception):  # cleanup only
                 self._client.run_on_scheduler(_make_remove(self._name), callback_timeout=5)
