@@ -8,7 +8,8 @@ directions equal the fault-free run's bit for bit, with one ledger release -- or
 directory), the seconds from the fault to that outcome, and the ledger's events.
 
 Faults: ``scheduler-loss`` (SIGKILL of the scheduler), ``scheduler-hung`` (SIGSTOP: the
-process stays, its connections stay open, it answers nothing), ``workers-lost`` (every worker and its
+process stays, its connections stay open, it answers nothing), ``worker-hung`` (SIGSTOP of one
+worker process: its nanny lives on), ``workers-lost`` (every worker and its
 nanny killed), ``churn`` (a worker process SIGKILLed every 3 s, its nanny restarts it),
 ``tiny-memory`` (a LocalCluster with ``memory_limit: 100MiB``), ``store-gone`` (the input store
 deleted mid-run), ``store-truncated`` (its chunk files truncated mid-run), both again during
@@ -333,6 +334,21 @@ def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcom
         finally:
             with contextlib.suppress(OSError):
                 os.kill(hung.pid, signal.SIGCONT)  # type: ignore[union-attr]
+    with Loopback(base / "dask-x", n_workers=2) as loop:
+        stopped: list[int] = []
+
+        def stop_worker(proc: subprocess.Popen) -> None:
+            pid = loop.worker_pids()[0]
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+
+        try:
+            yield run_with(base, data, "worker-hung", address(loop), stop_worker, loop,
+                           f"one worker hung (SIGSTOP; cluster.timeout {TIMEOUT} s)", reference)
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGCONT)
     with Loopback(base / "dask-w", n_workers=2) as loop:
         def kill_workers(proc: subprocess.Popen) -> None:
             for worker in loop.workers:

@@ -286,6 +286,38 @@ def test_run__scheduler_killed_mid_pass_fails_cleanly_and_writes_nothing(tmp_pat
 
 
 @pytest.mark.slow
+def test_run__worker_hung_mid_pass_is_restarted_and_release_unchanged(tmp_path, shared):
+    """A stopped (SIGSTOP) worker process sends no heartbeat but keeps its tasks: after
+    cluster.timeout s the watchdog has the scheduler restart it through its nanny, its tasks
+    rerun elsewhere, and the release is the reference's (before: a stall error after
+    cluster.stall_timeout, or a wait for Dask's 5-minute worker-ttl)."""
+    timeout = 6
+    with dask_processes(tmp_path / "dask", n_workers=2) as (procs, monitor):
+        cfg = loopback_config(tmp_path, shared["data"], "stopped",
+                              {"kind": "address", "address": procs.address, "timeout": timeout})
+        proc = _run_cli(cfg, "--quiet")
+        pid = None
+        try:
+            victim = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
+                                 "the Kendall pass to start")
+            assert isinstance(victim, str), _finish(proc)
+            pid = monitor.run(os.getpid, workers=[victim])[victim]
+            os.kill(pid, signal.SIGSTOP)
+            stopped = time.monotonic()
+            code, out = _finish(proc, timeout=timeout + 30)
+            elapsed = time.monotonic() - stopped
+        finally:
+            _kill_group(proc)
+            if pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGCONT)
+    assert code == 0, out
+    assert elapsed < timeout + 30
+    _same_release(tmp_path / "stopped", shared["reference"])
+    assert _ledger_kinds(tmp_path / "stopped.ledger.sqlite") == ["reserve", "release"]
+
+
+@pytest.mark.slow
 def test_run__scheduler_hung_mid_pass_is_one_error_line_and_a_refund(tmp_path, shared):
     """A stopped (SIGSTOP) scheduler keeps its connections open and answers nothing: the run
     ends within cluster.timeout + 30 s with the watchdog's line and a refund; its end asks the

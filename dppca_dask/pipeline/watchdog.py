@@ -13,6 +13,11 @@ finished so far, tasks pending). It cancels the computation, and records why, wh
 * the scheduler has not answered for ``timeout`` seconds (a stopped or hung scheduler process;
   a scheduler that is *gone* closes the connection and the compute fails at once).
 
+A worker that has sent no heartbeat for ``timeout`` seconds (a stopped or hung worker process,
+whose tasks would otherwise wait until Dask's ``worker-ttl`` of 5 minutes) is restarted by
+the scheduler through its nanny, or removed, from the probe (the scheduler's own
+``check_worker_ttl``); its tasks rerun elsewhere and the release is unchanged.
+
 The count of finished tasks comes from a small scheduler plugin that the probe installs on the
 scheduler (named per computation, removed at the end). The probe and the plugin are defined
 inside functions, so cloudpickle sends them by value: the scheduler needs only ``distributed``,
@@ -45,8 +50,13 @@ SILENT_SCHEDULERS: weakref.WeakSet[Any] = weakref.WeakSet()
 (no plugin removal, no allowed_failures restore), so a hung scheduler cannot hold it."""
 
 
-def _make_probe(name: str) -> Callable[..., tuple[int, int, int]]:
-    """A function run on the scheduler: (workers, tasks finished since installed, pending)."""
+def _make_probe(name: str, ttl: float | None = None) -> Callable[..., tuple[int, int, int]]:
+    """A function run on the scheduler: (workers, tasks finished since installed, pending).
+
+    With ``ttl``: a worker whose last heartbeat is older than ``ttl`` seconds (a stopped or
+    hung worker process: its tasks would wait forever) is handed to the scheduler's own
+    ``check_worker_ttl`` with ``worker_ttl = ttl`` for that call, which restarts it through its
+    nanny (or removes it); its tasks then run elsewhere."""
 
     def probe(dask_scheduler: Any = None) -> tuple[int, int, int]:
         plugin = dask_scheduler.plugins.get(name)
@@ -56,6 +66,8 @@ def _make_probe(name: str) -> Callable[..., tuple[int, int, int]]:
             class Finished(SchedulerPlugin):
                 def __init__(self) -> None:
                     self.count = 0
+                    self.restarting = False
+                    self.restart_task: Any = None
 
                 def transition(self, key: Any, start: str, finish: str, *args: Any,
                                **kwargs: Any) -> None:
@@ -65,6 +77,25 @@ def _make_probe(name: str) -> Callable[..., tuple[int, int, int]]:
             plugin = Finished()
             dask_scheduler.add_plugin(plugin, name=name)
         workers = dask_scheduler.workers
+        if ttl and not plugin.restarting:
+            from distributed.metrics import time as clock
+
+            now = clock()
+            if any(now - ws.last_seen > ttl for ws in workers.values()):
+                import asyncio
+
+                plugin.restarting = True
+                before = dask_scheduler.worker_ttl
+
+                async def restart() -> None:
+                    dask_scheduler.worker_ttl = ttl
+                    try:
+                        await dask_scheduler.check_worker_ttl()
+                    finally:
+                        dask_scheduler.worker_ttl = before
+                        plugin.restarting = False
+
+                plugin.restart_task = asyncio.ensure_future(restart())  # held: not collected
         pending = (len(dask_scheduler.queued) + len(dask_scheduler.unrunnable)
                    + sum(len(ws.processing) for ws in workers.values()))
         return len(workers), int(plugin.count), int(pending)
@@ -116,7 +147,7 @@ class Watchdog:
         self.silent = False  # fired because the scheduler stopped answering
         self._client, self._futures = client, futures
         self._name = f"dppca-watchdog-{uuid.uuid4().hex[:12]}"
-        self._probe = _make_probe(self._name)
+        self._probe = _make_probe(self._name, self.timeout)
         self._scheduler_side = True
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True,
