@@ -9,7 +9,8 @@ directory), the seconds from the fault to that outcome, and the ledger's events.
 
 Faults: ``scheduler-loss`` (SIGKILL of the scheduler), ``scheduler-hung`` (SIGSTOP: the
 process stays, its connections stay open, it answers nothing), ``worker-hung`` (SIGSTOP of one
-worker process: its nanny lives on), ``workers-lost`` (every worker and its
+worker process: its nanny lives on), one worker and its nanny hung, every worker and nanny
+hung, ``workers-lost`` (every worker and its
 nanny killed), ``churn`` (a worker process SIGKILLed every 3 s, its nanny restarts it),
 ``tiny-memory`` (a LocalCluster with ``memory_limit: 100MiB``), ``store-gone`` (the input store
 deleted mid-run), ``store-truncated`` (its chunk files truncated mid-run), both again during
@@ -349,6 +350,22 @@ def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcom
             for pid in stopped:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGCONT)
+    for who, which in (("one worker and its nanny", 1), ("every worker and nanny", 2)):
+        with Loopback(base / f"dask-g{which}", n_workers=2) as loop:
+            groups = [w.pid for w in loop.workers[:which]]
+
+            def stop_groups(proc: subprocess.Popen, groups: list[int] = groups) -> None:
+                for group in groups:
+                    os.killpg(group, signal.SIGSTOP)
+
+            try:
+                yield run_with(base, data, f"group-hung-{which}", address(loop), stop_groups,
+                               loop, f"{who} hung (SIGSTOP; cluster.timeout {TIMEOUT} s)",
+                               reference)
+            finally:
+                for group in groups:
+                    with contextlib.suppress(OSError):
+                        os.killpg(group, signal.SIGCONT)
     with Loopback(base / "dask-w", n_workers=2) as loop:
         def kill_workers(proc: subprocess.Popen) -> None:
             for worker in loop.workers:

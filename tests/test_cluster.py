@@ -318,6 +318,35 @@ def test_run__worker_hung_mid_pass_is_restarted_and_release_unchanged(tmp_path, 
 
 
 @pytest.mark.slow
+def test_run__worker_and_nanny_hung_mid_pass_is_removed_and_release_unchanged(tmp_path, shared):
+    """A worker stopped together with its nanny (the whole process group): the restart gets no
+    answer, so the silent worker is removed and its tasks rerun on the other one (before: a
+    hang until cluster.stall_timeout)."""
+    timeout = 6
+    with dask_processes(tmp_path / "dask", n_workers=2) as (procs, monitor):
+        cfg = loopback_config(tmp_path, shared["data"], "frozen",
+                              {"kind": "address", "address": procs.address, "timeout": timeout})
+        proc = _run_cli(cfg, "--quiet")
+        group = procs.procs[1].pid  # the first worker's nanny leads its process group
+        try:
+            seen = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
+                               "the Kendall pass to start")
+            assert isinstance(seen, str), _finish(proc)
+            os.killpg(group, signal.SIGSTOP)
+            stopped = time.monotonic()
+            code, out = _finish(proc, timeout=timeout + 30)
+            elapsed = time.monotonic() - stopped
+        finally:
+            _kill_group(proc)
+            with contextlib.suppress(OSError):
+                os.killpg(group, signal.SIGCONT)
+    assert code == 0, out
+    assert elapsed < timeout + 30
+    _same_release(tmp_path / "frozen", shared["reference"])
+    assert _ledger_kinds(tmp_path / "frozen.ledger.sqlite") == ["reserve", "release"]
+
+
+@pytest.mark.slow
 def test_run__scheduler_hung_mid_pass_is_one_error_line_and_a_refund(tmp_path, shared):
     """A stopped (SIGSTOP) scheduler keeps its connections open and answers nothing: the run
     ends within cluster.timeout + 30 s with the watchdog's line and a refund; its end asks the

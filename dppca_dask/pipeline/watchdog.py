@@ -15,8 +15,9 @@ finished so far, tasks pending). It cancels the computation, and records why, wh
 
 A worker that has sent no heartbeat for ``timeout`` seconds (a stopped or hung worker process,
 whose tasks would otherwise wait until Dask's ``worker-ttl`` of 5 minutes) is restarted by
-the scheduler through its nanny, or removed, from the probe (the scheduler's own
-``check_worker_ttl``); its tasks rerun elsewhere and the release is unchanged.
+the scheduler through its nanny from the probe (the scheduler's own ``check_worker_ttl``), or
+removed when that gets no answer (its nanny is stopped too); its tasks rerun elsewhere and the
+release is unchanged.
 
 The count of finished tasks comes from a small scheduler plugin that the probe installs on the
 scheduler (named per computation, removed at the end). The probe and the plugin are defined
@@ -56,7 +57,8 @@ def _make_probe(name: str, ttl: float | None = None) -> Callable[..., tuple[int,
     With ``ttl``: a worker whose last heartbeat is older than ``ttl`` seconds (a stopped or
     hung worker process: its tasks would wait forever) is handed to the scheduler's own
     ``check_worker_ttl`` with ``worker_ttl = ttl`` for that call, which restarts it through its
-    nanny (or removes it); its tasks then run elsewhere."""
+    nanny (or removes it); one still silent after that (its nanny is stopped too: the restart
+    gets no answer within min(ttl, 10) s) is removed. Its tasks then run elsewhere."""
 
     def probe(dask_scheduler: Any = None) -> tuple[int, int, int]:
         plugin = dask_scheduler.plugins.get(name)
@@ -83,6 +85,7 @@ def _make_probe(name: str, ttl: float | None = None) -> Callable[..., tuple[int,
             now = clock()
             if any(now - ws.last_seen > ttl for ws in workers.values()):
                 import asyncio
+                import contextlib
 
                 plugin.restarting = True
                 before = dask_scheduler.worker_ttl
@@ -90,7 +93,15 @@ def _make_probe(name: str, ttl: float | None = None) -> Callable[..., tuple[int,
                 async def restart() -> None:
                     dask_scheduler.worker_ttl = ttl
                     try:
-                        await dask_scheduler.check_worker_ttl()
+                        with contextlib.suppress(asyncio.TimeoutError):  # a stopped nanny
+                            await asyncio.wait_for(dask_scheduler.check_worker_ttl(),
+                                                   min(ttl, 10.0))
+                        late = clock()
+                        for ws in list(dask_scheduler.workers.values()):
+                            if late - ws.last_seen > ttl:  # still silent: its tasks go elsewhere
+                                await dask_scheduler.remove_worker(
+                                    ws.address, stimulus_id=f"dppca-watchdog-silent-{late}",
+                                    close=False)
                     finally:
                         dask_scheduler.worker_ttl = before
                         plugin.restarting = False
