@@ -214,8 +214,8 @@ class Watchdog:
                     self._fire(f"No Dask worker has been connected to {self.where} for "
                                f"{self.timeout:g} s (cluster.timeout) during the run: its "
                                "workers are gone (killed, e.g. out of memory? batch jobs or "
-                               "pods ended?). Nothing was released; check the workers' logs "
-                               "and memory")
+                               "pods ended? hung, so removed after sending no heartbeat?). "
+                               "Nothing was released; check the workers' logs and memory")
                     return
             if not pending or not workers:
                 last_finish = now
