@@ -323,49 +323,31 @@ def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcom
         yield run_with(base, data, "scheduler", address(loop),
                        lambda proc: os.kill(loop.scheduler.pid, signal.SIGKILL),  # type: ignore[union-attr]
                        loop, "scheduler loss (SIGKILL)", reference)
-    with Loopback(base / "dask-h", n_workers=2) as loop:
-        hung = loop.scheduler
+    hung: list[tuple[str, str, Callable[[Loopback], list[tuple[Callable[[int, int], None], int]]]]] = [
+        ("hung", "scheduler hung", lambda loop: [(os.kill, loop.scheduler.pid)]),  # type: ignore[union-attr]
+        ("worker-hung", "one worker hung", lambda loop: [(os.kill, loop.worker_pids()[0])]),
+        ("group-hung-1", "one worker and its nanny hung",
+         lambda loop: [(os.killpg, w.pid) for w in loop.workers[:1]]),
+        ("group-hung-2", "every worker and nanny hung",
+         lambda loop: [(os.killpg, w.pid) for w in loop.workers]),
+    ]
+    for name, who, targets in hung:  # SIGSTOP: the processes stay, answering nothing
+        with Loopback(base / f"dask-{name}", n_workers=2) as loop:
+            stopped: list[tuple[Callable[[int, int], None], int]] = []
 
-        def stop_scheduler(proc: subprocess.Popen) -> None:
-            os.kill(hung.pid, signal.SIGSTOP)  # type: ignore[union-attr]
-
-        try:
-            yield run_with(base, data, "hung", address(loop), stop_scheduler, loop,
-                           f"scheduler hung (SIGSTOP; cluster.timeout {TIMEOUT} s)", reference)
-        finally:
-            with contextlib.suppress(OSError):
-                os.kill(hung.pid, signal.SIGCONT)  # type: ignore[union-attr]
-    with Loopback(base / "dask-x", n_workers=2) as loop:
-        stopped: list[int] = []
-
-        def stop_worker(proc: subprocess.Popen) -> None:
-            pid = loop.worker_pids()[0]
-            os.kill(pid, signal.SIGSTOP)
-            stopped.append(pid)
-
-        try:
-            yield run_with(base, data, "worker-hung", address(loop), stop_worker, loop,
-                           f"one worker hung (SIGSTOP; cluster.timeout {TIMEOUT} s)", reference)
-        finally:
-            for pid in stopped:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGCONT)
-    for who, which in (("one worker and its nanny", 1), ("every worker and nanny", 2)):
-        with Loopback(base / f"dask-g{which}", n_workers=2) as loop:
-            groups = [w.pid for w in loop.workers[:which]]
-
-            def stop_groups(proc: subprocess.Popen, groups: list[int] = groups) -> None:
-                for group in groups:
-                    os.killpg(group, signal.SIGSTOP)
+            def stop(proc: subprocess.Popen, loop: Loopback = loop, targets: Any = targets,
+                     stopped: list = stopped) -> None:
+                for send, pid in targets(loop):
+                    send(pid, signal.SIGSTOP)
+                    stopped.append((send, pid))
 
             try:
-                yield run_with(base, data, f"group-hung-{which}", address(loop), stop_groups,
-                               loop, f"{who} hung (SIGSTOP; cluster.timeout {TIMEOUT} s)",
-                               reference)
+                yield run_with(base, data, name, address(loop), stop, loop,
+                               f"{who} (SIGSTOP; cluster.timeout {TIMEOUT} s)", reference)
             finally:
-                for group in groups:
+                for send, pid in stopped:
                     with contextlib.suppress(OSError):
-                        os.killpg(group, signal.SIGCONT)
+                        send(pid, signal.SIGCONT)
     with Loopback(base / "dask-w", n_workers=2) as loop:
         def kill_workers(proc: subprocess.Popen) -> None:
             for worker in loop.workers:

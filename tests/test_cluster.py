@@ -285,6 +285,36 @@ def test_run__scheduler_killed_mid_pass_fails_cleanly_and_writes_nothing(tmp_pat
     assert _ledger_kinds(tmp_path / "lost.ledger.sqlite") == ["reserve", "cancel"]
 
 
+def _stopped_mid_pass(tmp_path: Path, shared: dict, name: str, n_workers: int, timeout: int,
+                      stop: Callable[..., list[tuple[Callable[[int, int], None], int]]],
+                      ) -> tuple[int, str, float, str]:
+    """Run the CLI on a fresh loopback cluster, SIGSTOP what ``stop(procs, monitor, victim)``
+    names (``(os.kill or os.killpg, pid)`` pairs) once the Kendall pass runs, and wait up to
+    cluster.timeout + 30 s. Returns (exit code, output, seconds from the stop, the address);
+    everything stopped is continued before the cluster is torn down."""
+    with dask_processes(tmp_path / "dask", n_workers=n_workers) as (procs, monitor):
+        cfg = loopback_config(tmp_path, shared["data"], name,
+                              {"kind": "address", "address": procs.address, "timeout": timeout})
+        proc = _run_cli(cfg, "--quiet")
+        stopped: list[tuple[Callable[[int, int], None], int]] = []
+        try:
+            victim = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
+                                 "the Kendall pass to start")
+            assert isinstance(victim, str), _finish(proc)
+            for send, pid in stop(procs, monitor, victim):
+                send(pid, signal.SIGSTOP)
+                stopped.append((send, pid))
+            start = time.monotonic()
+            code, out = _finish(proc, timeout=timeout + 30)
+            elapsed = time.monotonic() - start
+        finally:
+            _kill_group(proc)
+            for send, pid in stopped:
+                with contextlib.suppress(OSError):
+                    send(pid, signal.SIGCONT)
+    return code, out, elapsed, procs.address
+
+
 @pytest.mark.slow
 def test_run__worker_hung_mid_pass_is_restarted_and_release_unchanged(tmp_path, shared):
     """A stopped (SIGSTOP) worker process sends no heartbeat but keeps its tasks: after
@@ -292,25 +322,10 @@ def test_run__worker_hung_mid_pass_is_restarted_and_release_unchanged(tmp_path, 
     rerun elsewhere, and the release is the reference's (before: a stall error after
     cluster.stall_timeout, or a wait for Dask's 5-minute worker-ttl)."""
     timeout = 6
-    with dask_processes(tmp_path / "dask", n_workers=2) as (procs, monitor):
-        cfg = loopback_config(tmp_path, shared["data"], "stopped",
-                              {"kind": "address", "address": procs.address, "timeout": timeout})
-        proc = _run_cli(cfg, "--quiet")
-        pid = None
-        try:
-            victim = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
-                                 "the Kendall pass to start")
-            assert isinstance(victim, str), _finish(proc)
-            pid = monitor.run(os.getpid, workers=[victim])[victim]
-            os.kill(pid, signal.SIGSTOP)
-            stopped = time.monotonic()
-            code, out = _finish(proc, timeout=timeout + 30)
-            elapsed = time.monotonic() - stopped
-        finally:
-            _kill_group(proc)
-            if pid is not None:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGCONT)
+    code, out, elapsed, _ = _stopped_mid_pass(
+        tmp_path, shared, "stopped", 2, timeout,
+        lambda procs, monitor, victim: [
+            (os.kill, monitor.run(os.getpid, workers=[victim])[victim])])
     assert code == 0, out
     assert elapsed < timeout + 30
     _same_release(tmp_path / "stopped", shared["reference"])
@@ -323,23 +338,9 @@ def test_run__worker_and_nanny_hung_mid_pass_is_removed_and_release_unchanged(tm
     answer, so the silent worker is removed and its tasks rerun on the other one (before: a
     hang until cluster.stall_timeout)."""
     timeout = 6
-    with dask_processes(tmp_path / "dask", n_workers=2) as (procs, monitor):
-        cfg = loopback_config(tmp_path, shared["data"], "frozen",
-                              {"kind": "address", "address": procs.address, "timeout": timeout})
-        proc = _run_cli(cfg, "--quiet")
-        group = procs.procs[1].pid  # the first worker's nanny leads its process group
-        try:
-            seen = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
-                               "the Kendall pass to start")
-            assert isinstance(seen, str), _finish(proc)
-            os.killpg(group, signal.SIGSTOP)
-            stopped = time.monotonic()
-            code, out = _finish(proc, timeout=timeout + 30)
-            elapsed = time.monotonic() - stopped
-        finally:
-            _kill_group(proc)
-            with contextlib.suppress(OSError):
-                os.killpg(group, signal.SIGCONT)
+    code, out, elapsed, _ = _stopped_mid_pass(  # the first worker's nanny leads its group
+        tmp_path, shared, "frozen", 2, timeout,
+        lambda procs, monitor, victim: [(os.killpg, procs.procs[1].pid)])
     assert code == 0, out
     assert elapsed < timeout + 30
     _same_release(tmp_path / "frozen", shared["reference"])
@@ -352,24 +353,12 @@ def test_run__scheduler_hung_mid_pass_is_one_error_line_and_a_refund(tmp_path, s
     ends within cluster.timeout + 30 s with the watchdog's line and a refund; its end asks the
     silent scheduler nothing more (before: restoring allowed_failures waited forever)."""
     timeout = 6
-    with dask_processes(tmp_path / "dask", n_workers=1) as (procs, monitor):
-        cfg = loopback_config(tmp_path, shared["data"], "hung",
-                              {"kind": "address", "address": procs.address, "timeout": timeout})
-        proc = _run_cli(cfg, "--quiet")
-        try:
-            seen = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
-                               "the Kendall pass to start")
-            assert isinstance(seen, str), _finish(proc)
-            os.kill(procs.scheduler.pid, signal.SIGSTOP)
-            stopped = time.monotonic()
-            code, out = _finish(proc, timeout=timeout + 30)
-            elapsed = time.monotonic() - stopped
-        finally:
-            _kill_group(proc)
-            os.kill(procs.scheduler.pid, signal.SIGCONT)
+    code, out, elapsed, address = _stopped_mid_pass(
+        tmp_path, shared, "hung", 1, timeout,
+        lambda procs, monitor, victim: [(os.kill, procs.scheduler.pid)])
     lines = [line for line in out.splitlines() if line.startswith("Error")]
     assert code == 1, out
-    assert lines == [f"Error: The Dask scheduler at {procs.address} has not answered for "
+    assert lines == [f"Error: The Dask scheduler at {address} has not answered for "
                      f"{timeout} s (cluster.timeout) during the run: is its process stopped "
                      "or overloaded? Nothing was released."], out
     assert "Traceback" not in out

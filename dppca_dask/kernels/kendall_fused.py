@@ -362,9 +362,9 @@ def _single_centre_pass(
 
 
 def _panel_pairs(lo: int, hi: int, rb: int, diagonal: bool) -> int:
-    if not diagonal:
-        return (hi - lo) * rb
-    return sum(rb - i - 1 for i in range(lo, hi))
+    """Pairs of rows lo..hi-1 of a panel: all rb columns, or only j > i on a diagonal tile."""
+    rows = hi - lo
+    return rows * rb if not diagonal else rows * (rb - 1) - (lo + hi - 1) * rows // 2
 
 
 def _per_panel_pass(
@@ -397,8 +397,6 @@ def _per_panel_pass(
     for lo, hi in _group_panels(sizes, step):
         col0 = lo if diagonal else 0
         cols = rb - col0
-        if diagonal and hi - lo < 2 and cols < 2:
-            continue
         shift = np.median(a[lo:hi], axis=0)
         sa, sb, floor = shift_and_scale(a[lo:hi], b[col0:], shift=shift,
                                         out_a=sa_buf[: hi - lo], out_b=sb_buf[:cols])
