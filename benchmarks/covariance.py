@@ -28,7 +28,9 @@ named in ``--methods``).
 * ``results.csv`` -- every repetition.
 
 Datasets: scikit-learn's bundled ``wine`` (d = 13), ``breast_cancer`` (30), ``digits`` (64 minus
-its constant columns = 61) and ``diabetes`` (10) -- ``pip install -e ".[bench]"`` -- and
+its constant columns = 61) and ``diabetes`` (10) -- ``pip install -e ".[bench]"`` --;
+``synthetic-<family><d>`` (``family``: ``ar``, ``factor``, ``collinear``, ``independent``;
+standardised; :func:`family`), structured designs for held-out checks of ``method="auto"``; and
 ``synthetic<d>``: n rows of N(0, Σ) with Σ⁻¹ a sparse random Gaussian graphical model (unit
 variances), clipped at B = 3. Any other data: ``--csv PATH`` (numeric columns; rows with missing
 values and constant columns are dropped), named after the file.
@@ -127,7 +129,39 @@ def synthetic(d: int, *, n: int | None = None, seed: int = 0) -> np.ndarray:
     return rng.multivariate_normal(np.zeros(d), sigma, size=n, method="cholesky")
 
 
+FAMILIES = ("ar", "factor", "collinear", "independent")
+
+
+def family(kind: str, d: int, *, seed: int = 0) -> np.ndarray:
+    """n = max(2000, 20d) rows of one structured design (held-out checks of ``method="auto"``):
+    ``ar``: AR(1) correlation 0.9^|j−k|; ``factor``: three Gaussian factors plus 5 % noise;
+    ``collinear``: independent N(0, 1) columns except x₁ = x₀ + 0.03·noise and x₂ = 0.5·x₀ + x₃
+    + 0.05·noise (nearly singular, d ≥ 4); ``independent``: independent N(0, 1) columns."""
+    rng = np.random.default_rng([seed, d, FAMILIES.index(kind)])
+    n = max(2000, 20 * d)
+    if kind == "ar":
+        j = np.arange(d)
+        return rng.multivariate_normal(np.zeros(d), 0.9 ** np.abs(j[:, None] - j[None, :]),
+                                       size=n, method="cholesky")
+    if kind == "factor":
+        loadings = rng.normal(size=(d, 3))
+        noise = np.sqrt(0.05 * np.mean(np.sum(loadings**2, axis=1)))
+        return rng.normal(size=(n, 3)) @ loadings.T + noise * rng.normal(size=(n, d))
+    x = rng.normal(size=(n, d))
+    if kind == "collinear":
+        if d < 4:
+            raise ValueError(f"synthetic-collinear needs d >= 4 columns. Got d = {d}.")
+        x[:, 1] = x[:, 0] + 0.03 * rng.normal(size=n)
+        x[:, 2] = 0.5 * x[:, 0] + x[:, 3] + 0.05 * rng.normal(size=n)
+    return x
+
+
 def load_dataset(name: str, preprocess: str) -> Dataset:
+    kind = name.removeprefix("synthetic-").rstrip("0123456789")
+    if name.startswith("synthetic-") and kind in FAMILIES and name[len("synthetic-" + kind):]:
+        d = int(name[len("synthetic-" + kind):])
+        x, bound = _preprocess(family(kind, d), "standardize")
+        return Dataset(name, x, bound, f"{kind} design, n = {x.shape[0]}, standardised")
     if name.startswith("synthetic"):
         d = int(name.removeprefix("synthetic"))
         x = synthetic(d)

@@ -15,7 +15,8 @@ from dppca_dask.covariance.shrinkage import (
     auto_estimate,
     efron_morris_diagonal,
     james_stein_offdiagonal,
-    spectral_shrink,
+    match_diagonal,
+    spectral_rie,
 )
 from dppca_dask.errors import ParameterError
 from dppca_dask.pipeline.config import CovarianceConfig
@@ -77,7 +78,7 @@ def test_auto_estimate__psd_and_within_the_convex_bound(global_seed):
     d, sigma = 12, 0.05
     x = rng.normal(size=(500, d)) @ rng.normal(size=(d, d)) / d
     truth = x.T @ x / 500
-    truth /= np.abs(truth).max()
+    truth /= 2.0 * np.abs(truth).max()  # variances at most 0.5: the cap stays idle
     for _ in range(20):
         noise = rng.normal(size=(d, d)) * sigma / math.sqrt(2)
         y = truth + (noise + noise.T) / math.sqrt(2)
@@ -85,16 +86,52 @@ def test_auto_estimate__psd_and_within_the_convex_bound(global_seed):
         est = auto_estimate(y, sigma)
         assert np.allclose(est, est.T)
         assert np.linalg.eigvalsh(est).min() >= -1e-12
-        assert np.all(np.diag(est) >= -1e-12)  # (the PSD step may lift a variance above 1)
-        # the average of the two shrinkage estimates obeys the triangle inequality
+        assert np.all(np.diag(est) >= -1e-12) and np.all(np.diag(est) <= 1 + 1e-12)
+        # w·S + (1 − w)·A obeys the triangle inequality (no variance above 1 here to cap)
         diag = efron_morris_diagonal(y, sigma)
-        a = y * james_stein_offdiagonal(y, sigma / math.sqrt(2))
+        w = james_stein_offdiagonal(y, sigma / math.sqrt(2))
+        a = y * w
         np.fill_diagonal(a, diag)
-        b = spectral_shrink(y, sigma / math.sqrt(2))
-        np.fill_diagonal(b, diag)
-        a, b = psd_project(a), psd_project(b)
+        a = psd_project(a)
+        assert np.diag(a).max() <= 1.0
+        s = match_diagonal(spectral_rie(y, sigma / math.sqrt(2)), diag)
         err = np.linalg.norm(est - truth)
-        assert err <= (np.linalg.norm(a - truth) + np.linalg.norm(b - truth)) / 2 + 1e-12
+        bound = w * np.linalg.norm(s - truth) + (1 - w) * np.linalg.norm(a - truth)
+        assert err <= bound + 1e-12
+
+
+def test_spectral_rie__never_lifts_an_eigenvalue_above_raw_ssp(global_seed):
+    # The cap min(ξ, max(λ, 0)): in Y's eigenbasis every eigenvalue is at most the PSD
+    # projection's, so a nearly singular direction is never inflated; and with no noise the
+    # estimate is Y's PSD part.
+    rng = np.random.default_rng(global_seed)
+    d, tau = 10, 0.05
+    base = rng.normal(size=(d, d))
+    truth = base @ base.T / d
+    truth[:, 1] = truth[:, 0]  # exactly singular: columns 0 and 1 equal
+    truth[1, :] = truth[0, :]
+    for _ in range(10):
+        noise = rng.normal(size=(d, d)) * tau
+        y = truth + (noise + noise.T) / math.sqrt(2)
+        vals, vecs = np.linalg.eigh(y)
+        est = spectral_rie(y, tau)
+        inside = np.einsum("ji,jk,ki->i", vecs, est, vecs)
+        assert np.all(inside <= np.maximum(vals, 0.0) + 1e-12)
+        assert np.all(inside >= -1e-12)
+        np.testing.assert_allclose(spectral_rie(y, 0.0), psd_project(y), atol=1e-12)
+
+
+def test_match_diagonal__keeps_psd_and_sets_the_diagonal(global_seed):
+    rng = np.random.default_rng(global_seed)
+    a = rng.normal(size=(6, 4))
+    s = a @ a.T
+    target = rng.uniform(0.0, 1.0, size=6)
+    out = match_diagonal(s, target)
+    np.testing.assert_allclose(np.diag(out), target, rtol=1e-12)
+    assert np.linalg.eigvalsh(out).min() >= -1e-12
+    zero = s.copy()
+    zero[2, :] = zero[:, 2] = 0.0
+    assert match_diagonal(zero, target)[2, 2] == 0.0
 
 
 def test_auto_estimate__beats_raw_ssp_in_the_noise_dominated_regime(global_seed):
@@ -120,8 +157,8 @@ def test_shrinkage__weights_at_the_extremes():
     y = np.eye(5) * 0.5 + 0.1
     assert james_stein_offdiagonal(y, 0.0) == 1.0
     assert james_stein_offdiagonal(y, 1.0) == 0.0
-    np.testing.assert_allclose(spectral_shrink(y, 0.0), y, atol=1e-12)
-    np.testing.assert_allclose(spectral_shrink(y, 10.0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(spectral_rie(y, 0.0), y, atol=1e-12)
+    assert np.linalg.eigvalsh(spectral_rie(y, 10.0)).max() <= np.linalg.eigvalsh(y).max()
     np.testing.assert_allclose(efron_morris_diagonal(y, 10.0), np.full(5, 0.6))
 
 

@@ -24,10 +24,10 @@ Methods:
   then (default; ``control={"psd": False}`` turns it off) projection onto the PSD cone;
 * ``"diagonal"`` -- all of ρ on the d diagonal entries, off-diagonal entries 0;
 * ``"auto"`` -- the SSP release (the same one mechanism and record), post-processed by
-  :func:`~dppca_dask.covariance.shrinkage.auto_estimate`: the average of a James--Stein /
-  Efron--Morris entrywise shrinkage and a spiked-Wigner spectral shrinkage, computed from the
-  released matrix and its public noise sd only; with ``clip="row"`` the recommended
-  configuration (docs/design/covariance_sensitivity.md, "method='auto'").
+  :func:`~dppca_dask.covariance.shrinkage.auto_estimate`: a James--Stein / Efron--Morris
+  entrywise shrinkage and a capped rotationally invariant spectral estimate, mixed by the
+  James--Stein weight of the off-diagonal entries, computed from the released matrix and its
+  public noise sd only (docs/design/covariance_sensitivity.md, "method='auto'").
 
 Noisy variances are clipped to the public range [0, B_j²] in every method (post-processing).
 

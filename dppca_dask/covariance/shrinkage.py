@@ -5,23 +5,24 @@ matrix: i.i.d. N(0, σ²) on the isometric vech (``mechanisms.gaussian_zcdp_symm
 on the diagonal and τ = σ/√2 off it, with σ public (the record's ``scale``). Every function here
 is a deterministic function of Y and σ -- post-processing of the release, no budget, no data.
 
-``auto_estimate`` averages two classical shrinkage estimators and projects onto [0, 1]-diagonal
-PSD matrices:
+``auto_estimate`` mixes two shrinkage estimates by how much off-diagonal signal the release
+shows, and keeps the result PSD with its diagonal in [0, 1]:
 
 * **A (entrywise)**: the off-diagonal entries shrunk towards 0 by one positive-part
   James--Stein weight w = (1 − (m − 2)τ²/‖Y_off‖²)₊ over the m = d(d−1)/2 pairs (James & Stein
   1961), the diagonal shrunk towards its own mean by the Efron--Morris weight
-  (1 − (d − 3)σ²/Σ(Y_jj − Ȳ)²)₊ (Efron & Morris 1973);
-* **B (spectral)**: each eigenvalue λ of Y replaced by the Frobenius-optimal shrinker of the spiked
-  Wigner model, θ·(1 − dτ²/θ²)₊ with θ = (λ + √(λ² − 4dτ²))/2 for λ above the bulk edge
-  2τ√d and 0 below it (Baik, Ben Arous & Péché 2005; Donoho, Gavish & Johnstone 2018,
-  Ann. Statist. 46(4)), then the Efron--Morris diagonal of A.
+  (1 − (d − 3)σ²/Σ(Y_jj − Ȳ)²)₊ (Efron & Morris 1973), then the PSD projection;
+* **S (spectral, capped)**: Y's eigenvectors with each eigenvalue λ replaced by
+  min(ξ, max(λ, 0)), ξ the rotationally invariant estimator for additive Wigner noise (Bun,
+  Allez, Bouchaud & Potters 2016), then the congruence D·S·D that gives it A's diagonal. The cap
+  never lifts a direction above raw SSP's PSD projection, so it keeps the near-null directions
+  of a nearly singular Σ (which the Mahalanobis error divides by) where SSP has them;
+* the estimate is w·S + (1 − w)·A: S where the release shows off-diagonal structure (w near 1),
+  A -- the diagonal-like estimate that wins on nearly independent variables -- where it shows
+  none. A convex combination of PSD matrices is PSD, and both losses are convex, so it is never
+  worse than the worse of S and A. A final congruence caps any variance above 1.
 
-A wins on well-conditioned matrices whose spectrum lies inside the noise bulk, B on
-approximately low-rank ones. Their average is never worse than the worse of the two in Frobenius
-or Mahalanobis error (both losses are convex in the estimate: ‖(A + B)/2 − Σ‖ ≤ (‖A − Σ‖ +
-‖B − Σ‖)/2) and the average of two PSD matrices is PSD. Measured in benchmarks/covariance.py
-(docs/design/covariance_sensitivity.md, "method='auto'").
+Measured in benchmarks/covariance.py (docs/design/covariance_sensitivity.md, "method='auto'").
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 from dppca_dask.covariance.maxent import psd_project
 
 __all__ = ["auto_estimate", "efron_morris_diagonal", "james_stein_offdiagonal",
-           "spectral_shrink"]
+           "match_diagonal", "spectral_rie"]
 
 
 def james_stein_offdiagonal(y: np.ndarray, tau: float) -> float:
@@ -79,34 +80,69 @@ def efron_morris_diagonal(y: np.ndarray, sigma: float) -> np.ndarray:
     return np.clip(mean + weight * (diag - mean), 0.0, 1.0)
 
 
-def spectral_shrink(y: np.ndarray, tau: float) -> np.ndarray:
-    """``y`` with every eigenvalue replaced by the spiked-Wigner Frobenius shrinker (GOE noise of
-    off-diagonal sd ``tau``): 0 inside the bulk [−2τ√d, 2τ√d], θ(1 − dτ²/θ²) above it.
+def spectral_rie(y: np.ndarray, tau: float) -> np.ndarray:
+    """``y`` with its eigenvectors kept and each eigenvalue λ_k replaced by
+    min(ξ_k, max(λ_k, 0)), ξ_k the rotationally invariant estimator of u_kᵀΣ̃u_k for additive GOE
+    noise of off-diagonal sd ``tau`` (Bun, Allez, Bouchaud & Potters 2016, IEEE Trans. Inf.
+    Theory 62(12)): ξ_k = λ_k − 2s²·Re g(z_k) + η·Re g(z_k)/Im g(z_k), s² = dτ², g the
+    empirical Stieltjes transform of the spectrum at z_k = λ_k + iη, η = τ (the identity
+    ξ = Im(ω(z)g(z))/Im g(z), ω = z − s²g, in real arithmetic). The cap at max(λ, 0) -- the
+    eigenvalue SSP's PSD projection keeps -- means no direction is lifted above raw SSP's, so
+    the near-null directions that the Mahalanobis error divides by are never inflated.
 
     Examples
     --------
     >>> y = np.diag([3.0, 0.1])
-    >>> spectral_shrink(y, 0.0).round(12).tolist()
+    >>> spectral_rie(y, 0.0).round(12).tolist()
     [[3.0, 0.0], [0.0, 0.1]]
-    >>> bool(np.allclose(spectral_shrink(y, 0.5)[1, 1], 0.0))
+    >>> bool(spectral_rie(y, 0.5)[1, 1] <= 0.1)
     True
     """
     d = y.shape[0]
     vals, vecs = np.linalg.eigh((y + y.T) / 2.0)
-    t2 = tau * tau * d
-    edge = 2.0 * math.sqrt(t2)
-    shrunk = np.zeros_like(vals)
-    above = vals > edge
-    theta = (vals[above] + np.sqrt(vals[above] ** 2 - 4.0 * t2)) / 2.0
-    shrunk[above] = theta * np.maximum(0.0, 1.0 - t2 / theta**2)
-    out = (vecs * shrunk) @ vecs.T
+    kept = np.maximum(vals, 0.0)
+    if tau > 0.0:
+        eta = float(tau)
+        diff = vals[:, None] - vals[None, :]
+        denom = diff * diff + eta * eta
+        re_g = np.mean(diff / denom, axis=1)
+        im_g = -eta * np.mean(1.0 / denom, axis=1)  # < 0: never zero for η > 0
+        xi = vals - 2.0 * d * tau * tau * re_g + eta * re_g / im_g
+        kept = np.minimum(np.maximum(xi, 0.0), kept)
+    out = (vecs * kept) @ vecs.T
+    return (out + out.T) / 2.0
+
+
+def match_diagonal(s: np.ndarray, diag: np.ndarray) -> np.ndarray:
+    """The congruence D·s·D (D diagonal, so PSD stays PSD) whose diagonal is ``diag`` where
+    ``s``'s diagonal is positive (and 0 where it is not).
+
+    Examples
+    --------
+    >>> match_diagonal(np.array([[4.0, 2.0], [2.0, 1.0]]), np.array([1.0, 1.0])).tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
+    current = np.diag(s)
+    safe = np.where(current > 0.0, current, 1.0)
+    factor = np.where(current > 0.0, np.sqrt(np.maximum(diag, 0.0) / safe), 0.0)
+    out = s * np.outer(factor, factor)
+    return (out + out.T) / 2.0
+
+
+def _cap_diagonal(s: np.ndarray) -> np.ndarray:
+    """Congruence scaling every variable whose diagonal entry exceeds 1 down to 1 (PSD kept)."""
+    current = np.diag(s)
+    factor = np.where(current > 1.0, 1.0 / np.sqrt(np.maximum(current, 1.0)), 1.0)
+    out = s * np.outer(factor, factor)
     return (out + out.T) / 2.0
 
 
 def auto_estimate(y: np.ndarray, sigma: float) -> np.ndarray:
     """The ``method="auto"`` estimate from the noisy normalised SSP matrix ``y`` whose diagonal
-    noise sd is ``sigma`` (off-diagonal σ/√2): the PSD average of the entrywise and the spectral
-    shrinkage estimates (module docstring). Post-processing only.
+    noise sd is ``sigma`` (off-diagonal σ/√2): w·S + (1 − w)·A, w the James--Stein weight of
+    the off-diagonal entries, S the capped spectral estimate matched to the Efron--Morris
+    diagonal, A the entrywise estimate (module docstring); PSD with diagonal in [0, 1].
+    Post-processing only.
 
     Examples
     --------
@@ -121,9 +157,8 @@ def auto_estimate(y: np.ndarray, sigma: float) -> np.ndarray:
     y = (y + y.T) / 2.0
     tau = sigma / math.sqrt(2.0)
     diag = efron_morris_diagonal(y, sigma)
-    entrywise = y * james_stein_offdiagonal(y, tau)
+    weight = james_stein_offdiagonal(y, tau)
+    entrywise = y * weight
     np.fill_diagonal(entrywise, diag)
-    spectral = spectral_shrink(y, tau)
-    np.fill_diagonal(spectral, diag)
-    out = 0.5 * psd_project(entrywise) + 0.5 * psd_project(spectral)
-    return (out + out.T) / 2.0
+    spectral = match_diagonal(spectral_rie(y, tau), diag)
+    return _cap_diagonal(weight * spectral + (1.0 - weight) * psd_project(entrywise))
