@@ -10,9 +10,9 @@ Settings compared at equal privacy (total ε = ``--eps``, δ = 1e-5, replace-one
 * **seed-exact**: ``dp_pca(calibration="classical", sensitivity="seed", score_method="add")``
   (the R package's choices) and ``dp_covariance(method="pace_ggm", clip="box", bounds=B)``;
 * **recommended**: ``dp_pca(calibration="analytic", sensitivity="tight",
-  score_method="geometric")`` and ``dp_covariance(method="ssp", clip="row", radius=R)``
-  (row-clipped SSP); the covariance table also shows ``method="auto", clip="row"`` (SSP plus
-  shrinkage, docs/design/covariance_sensitivity.md).
+  score_method="geometric")`` and ``dp_covariance(method="auto", clip="row", radius=R)``
+  (row-clipped SSP plus shrinkage, docs/design/covariance_sensitivity.md); the covariance table
+  also shows plain row-clipped SSP, ``method="ssp", clip="row"``.
 
 Both ``dp_pca`` settings use the same frame (the package default), the private centre and the
 clipped scree method with the public C_clip = 4·λ₁.
@@ -127,8 +127,8 @@ class Mahalanobis:
 
 COVARIANCE: dict[str, dict[str, Any]] = {
     "seed-exact (PACE-GGM, box)": {"method": "pace_ggm", "clip": "box", "bounds": BOUND},
-    "recommended (SSP, row)": {"method": "ssp", "clip": "row", "radius": RADIUS},
-    "auto (SSP + shrinkage, row)": {"method": "auto", "clip": "row", "radius": RADIUS},
+    "recommended (auto, row)": {"method": "auto", "clip": "row", "radius": RADIUS},
+    "SSP (row)": {"method": "ssp", "clip": "row", "radius": RADIUS},
 }
 
 
