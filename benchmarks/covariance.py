@@ -59,6 +59,7 @@ import argparse
 import contextlib
 import csv
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -157,9 +158,9 @@ def family(kind: str, d: int, *, seed: int = 0) -> np.ndarray:
 
 
 def load_dataset(name: str, preprocess: str) -> Dataset:
-    kind = name.removeprefix("synthetic-").rstrip("0123456789")
-    if name.startswith("synthetic-") and kind in FAMILIES and name[len("synthetic-" + kind):]:
-        d = int(name[len("synthetic-" + kind):])
+    designed = re.fullmatch(r"synthetic-([a-z]+)(\d+)", name)
+    if designed and designed.group(1) in FAMILIES:
+        kind, d = designed.group(1), int(designed.group(2))
         x, bound = _preprocess(family(kind, d), "standardize")
         return Dataset(name, x, bound, f"{kind} design, n = {x.shape[0]}, standardised")
     if name.startswith("synthetic"):

@@ -129,14 +129,6 @@ def match_diagonal(s: np.ndarray, diag: np.ndarray) -> np.ndarray:
     return (out + out.T) / 2.0
 
 
-def _cap_diagonal(s: np.ndarray) -> np.ndarray:
-    """Congruence scaling every variable whose diagonal entry exceeds 1 down to 1 (PSD kept)."""
-    current = np.diag(s)
-    factor = np.where(current > 1.0, 1.0 / np.sqrt(np.maximum(current, 1.0)), 1.0)
-    out = s * np.outer(factor, factor)
-    return (out + out.T) / 2.0
-
-
 def auto_estimate(y: np.ndarray, sigma: float) -> np.ndarray:
     """The ``method="auto"`` estimate from the noisy normalised SSP matrix ``y`` whose diagonal
     noise sd is ``sigma`` (off-diagonal σ/√2): w·S + (1 − w)·A, w the James--Stein weight of
@@ -161,4 +153,5 @@ def auto_estimate(y: np.ndarray, sigma: float) -> np.ndarray:
     entrywise = y * weight
     np.fill_diagonal(entrywise, diag)
     spectral = match_diagonal(spectral_rie(y, tau), diag)
-    return _cap_diagonal(weight * spectral + (1.0 - weight) * psd_project(entrywise))
+    out = weight * spectral + (1.0 - weight) * psd_project(entrywise)
+    return match_diagonal(out, np.minimum(np.diag(out), 1.0))  # caps any variance above 1
