@@ -17,7 +17,7 @@ Methods (``--methods``): ``pace_ggm``, ``ssp``, ``diagonal`` clip each value to 
 [−B, B]; ``pace_ggm_row``, ``ssp_row``, ``diagonal_row`` scale each row to L2 norm at most the
 public radius R = ``--radius-factor``·√d·B/3 (default 1.5·√d for standardised data with B = 3;
 Analyze-Gauss, ``dp_covariance(clip="row")``); ``auto``, ``auto_row``: the SSP release
-post-processed by James--Stein / spectral shrinkage (``dp_covariance(method="auto")``; only when
+post-processed by thresholding / spectral shrinkage (``dp_covariance(method="auto")``; only when
 named in ``--methods``).
 * ``allocation.md`` -- the sweep of the allocation fractions (β = diag_fraction and
   α = measure_fraction) that tests the paper's robustness claim;

@@ -17,6 +17,7 @@ from dppca_dask.covariance.shrinkage import (
     james_stein_offdiagonal,
     match_diagonal,
     spectral_rie,
+    universal_threshold,
 )
 from dppca_dask.errors import ParameterError
 from dppca_dask.pipeline.config import CovarianceConfig
@@ -90,11 +91,15 @@ def test_auto_estimate__psd_and_within_the_convex_bound(global_seed):
         # w·S + (1 − w)·A obeys the triangle inequality (no variance above 1 here to cap)
         diag = efron_morris_diagonal(y, sigma)
         w = james_stein_offdiagonal(y, sigma / math.sqrt(2))
-        a = y * w
+        a = np.zeros_like(y)
+        upper = np.triu_indices(d, 1)
+        a[upper] = universal_threshold(y[upper], sigma / math.sqrt(2))
+        a = a + a.T
         np.fill_diagonal(a, diag)
         a = psd_project(a)
         assert np.diag(a).max() <= 1.0
-        s = match_diagonal(spectral_rie(y, sigma / math.sqrt(2)), diag)
+        s = spectral_rie(y, sigma / math.sqrt(2))
+        s = match_diagonal(s, np.maximum(diag, np.diag(s)))
         err = np.linalg.norm(est - truth)
         bound = w * np.linalg.norm(s - truth) + (1 - w) * np.linalg.norm(a - truth)
         assert err <= bound + 1e-12
@@ -119,6 +124,22 @@ def test_spectral_rie__never_lifts_an_eigenvalue_above_raw_ssp(global_seed):
         assert np.all(inside <= np.maximum(vals, 0.0) + 1e-12)
         assert np.all(inside >= -1e-12)
         np.testing.assert_allclose(spectral_rie(y, 0.0), psd_project(y), atol=1e-12)
+
+
+def test_universal_threshold__keeps_strong_entries_whole_and_few_noise_entries(global_seed):
+    # Pure noise: the number of the m entries above τ·√(2 ln m) is Binomial(m, p) with
+    # p = 2(1 − Φ(√(2 ln m))); over 400 draws its mean is within 5 standard errors of m·p.
+    # A strong entry is kept exactly (not shrunk).
+    rng = np.random.default_rng(global_seed)
+    m, tau, draws = 1000, 0.3, 400
+    p = math.erfc(math.sqrt(2.0 * math.log(m)) / math.sqrt(2.0))
+    kept = [np.count_nonzero(universal_threshold(rng.normal(size=m) * tau, tau))
+            for _ in range(draws)]
+    se = math.sqrt(m * p * (1 - p) / draws)
+    assert abs(np.mean(kept) - m * p) <= 5 * se
+    x = rng.normal(size=m) * tau
+    x[0] = 20 * tau
+    assert universal_threshold(x, tau)[0] == x[0]
 
 
 def test_match_diagonal__keeps_psd_and_sets_the_diagonal(global_seed):
@@ -212,5 +233,5 @@ def test_cli_plan__covariance_auto_line(tmp_path):
     result = CliRunner().invoke(main, ["plan", str(tmp_path / "run.yaml")])
     assert result.exit_code == 0, result.output
     assert "auto (ssp release): rho = " in result.output
-    assert "then James-Stein/spectral shrinkage and PSD projection" in result.output
+    assert "then thresholding/spectral shrinkage and PSD projection" in result.output
     assert "ssp: gaussian_zcdp_symmetric" in result.output

@@ -24,8 +24,9 @@ Methods:
   then (default; ``control={"psd": False}`` turns it off) projection onto the PSD cone;
 * ``"diagonal"`` -- all of ρ on the d diagonal entries, off-diagonal entries 0;
 * ``"auto"`` -- the SSP release (the same one mechanism and record), post-processed by
-  :func:`~dppca_dask.covariance.shrinkage.auto_estimate`: a James--Stein / Efron--Morris
-  entrywise shrinkage and a capped rotationally invariant spectral estimate, mixed by the
+  :func:`~dppca_dask.covariance.shrinkage.auto_estimate`: an entrywise estimate (universal
+  hard threshold off the diagonal, Efron--Morris diagonal) and a capped rotationally invariant
+  spectral estimate, mixed by the
   James--Stein weight of the off-diagonal entries, computed from the released matrix and its
   public noise sd only (docs/design/covariance_sensitivity.md, "method='auto'").
 

@@ -8,17 +8,21 @@ is a deterministic function of Y and σ -- post-processing of the release, no bu
 ``auto_estimate`` mixes two shrinkage estimates by how much off-diagonal signal the release
 shows, and keeps the result PSD with its diagonal in [0, 1]:
 
-* **A (entrywise)**: the off-diagonal entries shrunk towards 0 by one positive-part
-  James--Stein weight w = (1 − (m − 2)τ²/‖Y_off‖²)₊ over the m = d(d−1)/2 pairs (James & Stein
-  1961), the diagonal shrunk towards its own mean by the Efron--Morris weight
-  (1 − (d − 3)σ²/Σ(Y_jj − Ȳ)²)₊ (Efron & Morris 1973), then the PSD projection;
+* **A (entrywise)**: the off-diagonal entries hard-thresholded at the universal threshold
+  τ·√(2 ln m) over the m = d(d−1)/2 pairs (Donoho & Johnstone 1994; Bickel & Levina 2008), so
+  a strong pair keeps its full size -- shrinking it would lift the near-null direction of a
+  nearly collinear pair -- and pure-noise pairs go to 0; the diagonal shrunk towards its own
+  mean by the Efron--Morris weight (1 − (d − 3)σ²/Σ(Y_jj − Ȳ)²)₊ (Efron & Morris 1973); then
+  the PSD projection;
 * **S (spectral, capped)**: Y's eigenvectors with each eigenvalue λ replaced by
   min(ξ, max(λ, 0)), ξ the rotationally invariant estimator for additive Wigner noise (Bun,
-  Allez, Bouchaud & Potters 2016), then the congruence D·S·D that gives it A's diagonal. The cap
-  never lifts a direction above raw SSP's PSD projection, so it keeps the near-null directions
-  of a nearly singular Σ (which the Mahalanobis error divides by) where SSP has them;
-* the estimate is w·S + (1 − w)·A: S where the release shows off-diagonal structure (w near 1),
-  A -- the diagonal-like estimate that wins on nearly independent variables -- where it shows
+  Allez, Bouchaud & Potters 2016), then the congruence D·S·D (D ≥ 1) that raises any variance
+  the shrinkage took below A's diagonal back to it. The cap never lifts a direction above raw
+  SSP's PSD projection, so it keeps the near-null directions of a nearly singular Σ (which the
+  Mahalanobis error divides by) where SSP has them;
+* the estimate is w·S + (1 − w)·A, w = (1 − (m − 2)τ²/‖Y_off‖²)₊ the positive-part
+  James--Stein weight of the off-diagonal entries (James & Stein 1961): S where the release
+  shows off-diagonal structure (w near 1), A -- the diagonal-like estimate that wins on nearly independent variables -- where it shows
   none. A convex combination of PSD matrices is PSD, and both losses are convex, so it is never
   worse than the worse of S and A. A final congruence caps any variance above 1.
 
@@ -34,7 +38,7 @@ import numpy as np
 from dppca_dask.covariance.maxent import psd_project
 
 __all__ = ["auto_estimate", "efron_morris_diagonal", "james_stein_offdiagonal",
-           "match_diagonal", "spectral_rie"]
+           "match_diagonal", "spectral_rie", "universal_threshold"]
 
 
 def james_stein_offdiagonal(y: np.ndarray, tau: float) -> float:
@@ -55,6 +59,27 @@ def james_stein_offdiagonal(y: np.ndarray, tau: float) -> float:
     if energy <= 0.0:
         return 0.0
     return max(0.0, 1.0 - (m - 2) * tau * tau / energy)
+
+
+def universal_threshold(x: np.ndarray, tau: float) -> np.ndarray:
+    """``x`` (m entries, each observed with independent N(0, τ²) noise) hard-thresholded at the
+    universal threshold t = τ·√(2 ln m): entries with |x| > t are kept as they are, the rest set
+    to 0 (Donoho & Johnstone 1994, Biometrika 81(3); for covariance entries Bickel & Levina
+    2008, Ann. Statist. 36(6)). Pure noise exceeds t with probability → 0 as m grows, and a kept
+    entry is not shrunk, so a strong pair keeps its full size.
+
+    Examples
+    --------
+    >>> universal_threshold(np.array([10.0, -0.1, 0.2, -10.0]), 0.0).tolist()
+    [10.0, -0.1, 0.2, -10.0]
+    >>> universal_threshold(np.array([10.0, -0.1, 0.2, 0.05, -10.0]), 0.3).tolist()
+    [10.0, 0.0, 0.0, 0.0, -10.0]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0 or tau <= 0.0:
+        return x.copy()
+    t = float(tau) * math.sqrt(2.0 * math.log(max(x.size, 2)))
+    return np.where(np.abs(x) > t, x, 0.0)
 
 
 def efron_morris_diagonal(y: np.ndarray, sigma: float) -> np.ndarray:
@@ -132,8 +157,9 @@ def match_diagonal(s: np.ndarray, diag: np.ndarray) -> np.ndarray:
 def auto_estimate(y: np.ndarray, sigma: float) -> np.ndarray:
     """The ``method="auto"`` estimate from the noisy normalised SSP matrix ``y`` whose diagonal
     noise sd is ``sigma`` (off-diagonal σ/√2): w·S + (1 − w)·A, w the James--Stein weight of
-    the off-diagonal entries, S the capped spectral estimate matched to the Efron--Morris
-    diagonal, A the entrywise estimate (module docstring); PSD with diagonal in [0, 1].
+    the off-diagonal entries, S the capped spectral estimate with any variance below the
+    Efron--Morris diagonal raised to it, A the hard-thresholded entrywise estimate (module
+    docstring); PSD with diagonal in [0, 1].
     Post-processing only.
 
     Examples
@@ -150,8 +176,13 @@ def auto_estimate(y: np.ndarray, sigma: float) -> np.ndarray:
     tau = sigma / math.sqrt(2.0)
     diag = efron_morris_diagonal(y, sigma)
     weight = james_stein_offdiagonal(y, tau)
-    entrywise = y * weight
+    d = y.shape[0]
+    upper = np.triu_indices(d, 1)
+    entrywise = np.zeros_like(y)
+    entrywise[upper] = universal_threshold(y[upper], tau)
+    entrywise = entrywise + entrywise.T
     np.fill_diagonal(entrywise, diag)
-    spectral = match_diagonal(spectral_rie(y, tau), diag)
+    spectral = spectral_rie(y, tau)
+    spectral = match_diagonal(spectral, np.maximum(diag, np.diag(spectral)))
     out = weight * spectral + (1.0 - weight) * psd_project(entrywise)
     return match_diagonal(out, np.minimum(np.diag(out), 1.0))  # caps any variance above 1

@@ -90,8 +90,8 @@ def covariance_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
         sd = sens.frobenius / math.sqrt(2.0 * plan.rho)
         lines.append(f"    auto (ssp release): rho = {_r(plan.rho)}, Frobenius sensitivity "
                      f"{_r(sens.frobenius)} -> diagonal sd {_r(sd)}, off-diagonal sd "
-                     f"{_r(sd / math.sqrt(2.0))}, then James-Stein/spectral shrinkage and PSD "
-                     "projection (post-processing)")
+                     f"{_r(sd / math.sqrt(2.0))}, then thresholding/spectral shrinkage and "
+                     "PSD projection (post-processing)")
     elif opts.method == "diagonal":
         lines.append(f"    diagonal: rho = {_r(plan.rho)}, L2 sensitivity {_r(sens.diagonal)} -> "
                      f"sd {_r(sens.diagonal / math.sqrt(2.0 * plan.rho))}; off-diagonal = 0")
