@@ -195,7 +195,8 @@ def build_covariance_result(
     if clipped is not None:
         data_vars["clipped_count"] = (
             ("variable",), np.asarray(clipped, dtype=np.int64),
-            {"private": 0, "description": "NOT PRIVATE: number of values outside the bounds"},
+            {"private": 0, "description": "NOT PRIVATE: number of values clipping changed "
+                                          "(beyond the bounds, or in rows beyond the radius)"},
         )
     rho = ledger_rho(estimate.ledger)
     total: dict[str, Any] = {"rho": rho}
