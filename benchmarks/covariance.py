@@ -29,8 +29,9 @@ named in ``--methods``).
 
 Datasets: scikit-learn's bundled ``wine`` (d = 13), ``breast_cancer`` (30), ``digits`` (64 minus
 its constant columns = 61) and ``diabetes`` (10) -- ``pip install -e ".[bench]"`` --;
-``synthetic-<family><d>`` (``family``: ``ar``, ``factor``, ``collinear``, ``independent``;
-standardised; :func:`family`), structured designs for held-out checks of ``method="auto"``; and
+``synthetic-<family><d>`` (``family``: ``ar``, ``factor``, ``collinear``, ``independent``,
+``blocks``, ``chain``, ``equicorr``, ``lognormal``; standardised; :func:`family`), structured
+designs for held-out checks of ``method="auto"``; and
 ``synthetic<d>``: n rows of N(0, Σ) with Σ⁻¹ a sparse random Gaussian graphical model (unit
 variances), clipped at B = 3. Any other data: ``--csv PATH`` (numeric columns; rows with missing
 values and constant columns are dropped), named after the file.
@@ -130,24 +131,44 @@ def synthetic(d: int, *, n: int | None = None, seed: int = 0) -> np.ndarray:
     return rng.multivariate_normal(np.zeros(d), sigma, size=n, method="cholesky")
 
 
-FAMILIES = ("ar", "factor", "collinear", "independent")
+FAMILIES = ("ar", "factor", "collinear", "independent", "blocks", "chain", "equicorr",
+            "lognormal")
+
+
+def _gaussian(rng: np.random.Generator, sigma: np.ndarray, n: int) -> np.ndarray:
+    return rng.multivariate_normal(np.zeros(sigma.shape[0]), sigma, size=n, method="cholesky")
 
 
 def family(kind: str, d: int, *, seed: int = 0) -> np.ndarray:
     """n = max(2000, 20d) rows of one structured design (held-out checks of ``method="auto"``):
     ``ar``: AR(1) correlation 0.9^|j−k|; ``factor``: three Gaussian factors plus 5 % noise;
     ``collinear``: independent N(0, 1) columns except x₁ = x₀ + 0.03·noise and x₂ = 0.5·x₀ + x₃
-    + 0.05·noise (nearly singular, d ≥ 4); ``independent``: independent N(0, 1) columns."""
+    + 0.05·noise (nearly singular, d ≥ 4); ``independent``: independent N(0, 1) columns;
+    ``blocks``: blocks of 6 columns with correlation 0.6 inside a block, 0 across;
+    ``chain``: a Gaussian graphical model whose precision matrix is tridiagonal (1 on the
+    diagonal, 0.45 beside it); ``equicorr``: multivariate t₃ rows with correlation 0.5 between
+    all columns (heavy tails, so row clipping binds); ``lognormal``: exp(0.6·z), z Gaussian with
+    correlation 0.5 between all columns (skewed)."""
     rng = np.random.default_rng([seed, d, FAMILIES.index(kind)])
     n = max(2000, 20 * d)
+    j = np.arange(d)
     if kind == "ar":
-        j = np.arange(d)
-        return rng.multivariate_normal(np.zeros(d), 0.9 ** np.abs(j[:, None] - j[None, :]),
-                                       size=n, method="cholesky")
+        return _gaussian(rng, 0.9 ** np.abs(j[:, None] - j[None, :]), n)
     if kind == "factor":
         loadings = rng.normal(size=(d, 3))
         noise = np.sqrt(0.05 * np.mean(np.sum(loadings**2, axis=1)))
         return rng.normal(size=(n, 3)) @ loadings.T + noise * rng.normal(size=(n, d))
+    if kind == "blocks":
+        same = (j[:, None] // 6) == (j[None, :] // 6)
+        return _gaussian(rng, np.where(same, 0.6, 0.0) + 0.4 * np.eye(d), n)
+    if kind == "chain":
+        precision = np.eye(d) + 0.45 * (np.abs(j[:, None] - j[None, :]) == 1)
+        return _gaussian(rng, np.linalg.inv(precision), n)
+    if kind in ("equicorr", "lognormal"):
+        z = _gaussian(rng, 0.5 * np.eye(d) + 0.5, n)
+        if kind == "lognormal":
+            return np.exp(0.6 * z)
+        return z / np.sqrt(rng.chisquare(3, size=(n, 1)) / 3.0)
     x = rng.normal(size=(n, d))
     if kind == "collinear":
         if d < 4:

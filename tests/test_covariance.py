@@ -540,3 +540,35 @@ def test_benchmark_covariance__quick_mode_runs(tmp_path):
                                          "diagonal", "diagonal_row"}
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "results.csv", "summary.md", "synthetic16.md", "synthetic16.png"]
+
+
+def test_benchmark_covariance__designed_families():
+    # Every designed family loads by name (standardised, reproducible) and has the structure
+    # its docstring names, read off the sample correlations.
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "covariance.py"
+    spec = importlib.util.spec_from_file_location("bench_covariance_families", script)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_covariance_families"] = bench
+    try:
+        spec.loader.exec_module(bench)
+        corr = {}
+        for kind in bench.FAMILIES:
+            data = bench.load_dataset(f"synthetic-{kind}12", "standardize")
+            assert data.x.shape == (2000, 12) and np.all(np.isfinite(data.x))
+            np.testing.assert_allclose(data.x.std(axis=0), 1.0, rtol=1e-12)
+            np.testing.assert_array_equal(bench.family(kind, 12), bench.family(kind, 12))
+            corr[kind] = np.corrcoef(bench.family(kind, 12), rowvar=False)
+    finally:
+        del sys.modules["bench_covariance_families"]
+    # 2000 rows: a sample correlation's sd is at most about 1/sqrt(2000) = 0.022
+    assert abs(corr["blocks"][0, 5] - 0.6) < 0.1 and abs(corr["blocks"][0, 6]) < 0.1
+    assert corr["chain"][0, 1] < -0.3 and abs(corr["chain"][0, 11]) < 0.1
+    assert corr["collinear"][0, 1] > 0.99
+    assert 0.3 < corr["equicorr"][0, 11] < 0.7 and 0.3 < corr["lognormal"][0, 11] < 0.7
+    assert abs(corr["independent"][0, 1]) < 0.1
+    with pytest.raises(ValueError, match="needs d >= 4"):
+        bench.family("collinear", 3)
