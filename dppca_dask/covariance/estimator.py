@@ -26,9 +26,8 @@ Methods:
 * ``"auto"`` -- the SSP release (the same one mechanism and record), post-processed by
   :func:`~dppca_dask.covariance.shrinkage.auto_estimate`: an entrywise estimate (universal
   hard threshold off the diagonal, Efron--Morris diagonal) and a capped rotationally invariant
-  spectral estimate, mixed by the
-  James--Stein weight of the off-diagonal entries, computed from the released matrix and its
-  public noise sd only (docs/design/covariance_sensitivity.md, "method='auto'").
+  spectral estimate, mixed by the James--Stein weight of the off-diagonal entries, computed
+  from the released matrix and its public noise sd only (docs/design/covariance_sensitivity.md, "method='auto'").
 
 Noisy variances are clipped to the public range [0, B_j²] in every method (post-processing).
 

@@ -19,12 +19,14 @@ shows, and keeps the result PSD with its diagonal in [0, 1]:
   Allez, Bouchaud & Potters 2016), then the congruence D·S·D (D ≥ 1) that raises any variance
   the shrinkage took below A's diagonal back to it. The cap never lifts a direction above raw
   SSP's PSD projection, so it keeps the near-null directions of a nearly singular Σ (which the
-  Mahalanobis error divides by) where SSP has them;
+  Mahalanobis error divides by) where SSP has them (the congruence after it rescales variables,
+  which can move a near-null direction: that step is measured, not bounded);
 * the estimate is w·S + (1 − w)·A, w = (1 − (m − 2)τ²/‖Y_off‖²)₊ the positive-part
   James--Stein weight of the off-diagonal entries (James & Stein 1961): S where the release
-  shows off-diagonal structure (w near 1), A -- the diagonal-like estimate that wins on nearly independent variables -- where it shows
-  none. A convex combination of PSD matrices is PSD, and both losses are convex, so it is never
-  worse than the worse of S and A. A final congruence caps any variance above 1.
+  shows off-diagonal structure (w near 1), A -- the diagonal-like estimate that wins on nearly
+  independent variables -- where it shows none. A convex combination of PSD matrices is PSD,
+  and both losses are convex, so it is never worse than the worse of S and A. A final
+  congruence caps any variance above 1.
 
 Measured in benchmarks/covariance.py (docs/design/covariance_sensitivity.md, "method='auto'").
 """
