@@ -92,7 +92,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
                       "pip install 'dppca_dask[sklearn]'") from exc
 
 from dppca_dask._validation import bad_param, parse_choice, parse_int
-from dppca_dask.covariance.estimator import dp_covariance
+from dppca_dask.covariance.estimator import dp_covariance, parse_clip
 from dppca_dask.errors import BudgetError, InputError, ParameterError
 from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.pca.scree import dp_scree
@@ -325,10 +325,15 @@ class DPCovariance(BaseEstimator):
     eps, delta
         An (ε, δ) budget instead of ``rho``.
     bounds
-        Required public clipping bounds: a scalar, one per feature, or a mapping from feature
-        name to bound. Never derived from the data.
+        With ``clip="box"`` (default), the required public clipping bounds: a scalar, one per
+        feature, or a mapping from feature name to bound. Never derived from the data.
     method, control
-        ``"pace_ggm"`` (default), ``"ssp"`` or ``"diagonal"`` and its control.
+        ``"pace_ggm"`` (default), ``"ssp"``, ``"diagonal"`` or ``"auto"`` (SSP plus shrinkage)
+        and its control.
+    clip, radius
+        ``"box"`` (default: each value clipped to its bound) or ``"row"`` (each row scaled to
+        L2 norm at most the required public ``radius``; no ``bounds``). The package's recommended
+        configuration is ``method="auto", clip="row"`` (:func:`~dppca_dask.dp_covariance`).
     random_state
         The package's ``rng``: ``None`` (default), an int, a SeedSequence or a Generator.
     ledger
@@ -362,6 +367,8 @@ class DPCovariance(BaseEstimator):
         bounds: Any = None,
         method: str = "pace_ggm",
         control: Any = None,
+        clip: str = "box",
+        radius: float | None = None,
         random_state: Any = None,
         ledger: Any = None,
     ) -> None:
@@ -371,18 +378,23 @@ class DPCovariance(BaseEstimator):
         self.bounds = bounds
         self.method = method
         self.control = control
+        self.clip = clip
+        self.radius = radius
         self.random_state = random_state
         self.ledger = ledger
 
     def fit(self, X: Any, y: Any = None) -> DPCovariance:
         """Release the private second-moment matrix of ``X`` (one release; ``y`` is ignored)."""
         name = type(self).__name__
-        if self.bounds is None:
+        if self.clip != "box" or self.radius is not None:  # the clip, and row's radius
+            parse_clip(self.clip, self.bounds, self.radius, (), name)
+        elif self.bounds is None:
             raise bad_param("bounds", name, "public bounds (a positive number, one per feature "
-                            "or a mapping from feature name to bound)", None)
+                            "or a mapping from feature name to bound) with clip='box'", None)
         rng = _rng(self.random_state, name)
         data = X if _out_of_core(X) else _frame(self, validate_data(self, X, dtype=np.float64))
         options: dict[str, Any] = {"method": self.method, "control": self.control,
+                                   "clip": self.clip, "radius": self.radius,
                                    "ledger": self.ledger}
         result = dp_covariance(data, rho=self.rho, eps=self.eps, delta=self.delta,
                                bounds=self.bounds, rng=rng, **options)

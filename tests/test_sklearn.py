@@ -197,6 +197,30 @@ def test_sklearn__dpcovariance_equals_dp_covariance():
     assert np.abs(est.covariance_ - second).max() < 0.5 * np.abs(np.cov(clipped.T) - second).max()
 
 
+def test_sklearn__dpcovariance_row_clipping_equals_dp_covariance():
+    # The recommended configuration through the estimator: the same release as the function.
+    est = DPCovariance(rho=1.0, method="auto", clip="row", radius=6.0, random_state=5).fit(X)
+    ref = dp_covariance(X, rho=1.0, method="auto", clip="row", radius=6.0, rng=5)
+    np.testing.assert_array_equal(est.covariance_, ref.covariance.values)
+    assert est.get_params()["clip"] == "row" and est.get_params()["radius"] == 6.0
+    assert np.linalg.eigvalsh(est.covariance_).min() >= -1e-9
+
+
+@pytest.mark.parametrize(("kw", "param", "rule"), [
+    ({"clip": "rows", "radius": 6.0}, "clip", "among {'box', 'row'}"),
+    ({"clip": "row"}, "radius", "positive finite float with clip='row'"),
+    ({"clip": "row", "radius": -1.0}, "radius", "positive finite float with clip='row'"),
+    ({"clip": "row", "radius": 6.0, "bounds": 4.0}, "bounds", "None with clip='row'"),
+    ({"radius": 6.0, "bounds": 4.0}, "radius", "None with clip='box'"),
+])
+def test_sklearn__dpcovariance_bad_clipping_names_the_parameter(kw, param, rule):
+    est = DPCovariance(rho=1.0, **kw)
+    with pytest.raises(ParameterError, match=f"'{param}' parameter of DPCovariance") as info:
+        est.fit(X)
+    assert rule in str(info.value)
+    assert not hasattr(est, "covariance_")
+
+
 def test_sklearn__a_zarr_path_is_fitted_out_of_core(tmp_path):
     from dppca_dask.io.datasets import write_demo_dataset
 
