@@ -184,6 +184,10 @@ def test_dp_score__geometric_records_match_plan():
         assert prob.sum() == pytest.approx(1.0 if group is None else 2.0)
         released = fit.dataset["released_total"].values[list(fit.methods).index("geometric")]
         np.testing.assert_allclose(released, 400 if group is None else [200, 200])
+        # the summary does not claim a delta the geometric histogram never spends
+        said = ("delta unused (geometric is pure eps)" if group is None
+                else "delta = 5e-05 each method (geometric: pure eps, no delta)")
+        assert said in repr(fit.summary())
 
 
 def test_dp_pca__geometric_records_match_plan():
@@ -196,6 +200,7 @@ def test_dp_pca__geometric_records_match_plan():
                     score_methods=("geometric",), calibration="analytic")
     assert records_match(plan, fit.ledger) == []
     assert any(r.mechanism == "geometric_histogram" for r in fit.ledger)
+    assert "each method ; delta unused (geometric is pure eps))" in repr(fit.summary())
 
 
 def test_config__geometric_is_a_score_method():

@@ -37,7 +37,7 @@ from dppca_dask.results.base import (
     rename_legacy,
     write_atomically,
 )
-from dppca_dask.results.score import ScoreResult
+from dppca_dask.results.score import ScoreResult, histogram_split_text
 from dppca_dask.results.scree import ScreeResult
 from dppca_dask.results.scree_utility import released_noise_lines
 
@@ -179,8 +179,7 @@ class PCASummary:
             f"  loading: {_pair(loading)} ({how})",
             f"  scree: {_pair(alloc['scree'])} (each method)",
             f"  score: {_pair(alloc['score'])} (frame eps = {_r(split['frame_eps'])} ; "
-            f"histogram eps = {_r(split['hist_eps'])} ; delta = {_r(split['hist_delta'])} each "
-            "method)",
+            f"{histogram_split_text(split, self.result.score.methods)})",
             f"Ledger total (basic composition): {_pair(meta['ledger_total'])} ",
         ]
 

@@ -36,7 +36,7 @@ from dppca_dask.pca.sampling import SamplingLike, allocate_sizes, as_sampling_co
 from dppca_dask.results.base import Result, budget_line
 from dppca_dask.rng import as_rng
 
-__all__ = ["GROUP_WEIGHTS", "ScoreResult", "ScoreSummary"]
+__all__ = ["GROUP_WEIGHTS", "ScoreResult", "ScoreSummary", "histogram_split_text"]
 
 GROUP_WEIGHTS = ("observed", "private")
 
@@ -65,7 +65,30 @@ def _lines(meta: dict[str, Any], result: ScoreResult) -> list[str]:
     return lines
 
 
-def _budget_lines(meta: dict[str, Any]) -> list[str]:
+def histogram_split_text(split: dict[str, Any], methods: Sequence[str]) -> str:
+    """The histogram part of the score split, e.g. ``histogram eps = 0.65 ; delta = 1e-05 each
+    method``; the geometric method spends no δ, and the text says so.
+
+    Examples
+    --------
+    >>> split = {"hist_eps": 0.65, "hist_delta": 1e-05}
+    >>> histogram_split_text(split, ("geometric",))
+    'histogram eps = 0.65 each method ; delta unused (geometric is pure eps)'
+    >>> histogram_split_text(split, ("add", "geometric"))
+    'histogram eps = 0.65 ; delta = 1e-05 each method (geometric: pure eps, no delta)'
+    """
+    with_delta = [m for m in methods if m != "geometric"]
+    text = f"histogram eps = {_r(split['hist_eps'])}"
+    if with_delta:
+        text += f" ; delta = {_r(split['hist_delta'])}"
+    text += " each method"
+    if "geometric" in methods:
+        text += (" (geometric: pure eps, no delta)" if with_delta
+                 else " ; delta unused (geometric is pure eps)")
+    return text
+
+
+def _budget_lines(meta: dict[str, Any], methods: Sequence[str]) -> list[str]:
     alloc = meta["privacy"]["allocations"]
     loading, score = alloc["loading"], alloc["score"]
     split = meta["score_split"]
@@ -75,7 +98,7 @@ def _budget_lines(meta: dict[str, Any]) -> list[str]:
         f"Loading budget: eps = {_r(loading['eps'])} ; delta = {_r(loading['delta'])} ({status})",
         f"Score budget: eps = {_r(score['eps'])} ; delta = {_r(score['delta'])} "
         f"(frame eps = {_r(split['frame_eps'])} ; delta = {_r(split['frame_delta'])} ; "
-        f"histogram eps = {_r(split['hist_eps'])} ; delta = {_r(split['hist_delta'])} each method)",
+        f"{histogram_split_text(split, methods)})",
         f"Spent by this release (basic composition): eps = {_r(meta['ledger_total']['eps'])} ; "
         f"delta = {_r(meta['ledger_total']['delta'])}",
     ]
@@ -326,7 +349,7 @@ class ScoreSummary:
                 lines += [f"{title} histogram{where}{note}  ({shown}rows: "
                           f"{res.labels[1]} high to low; columns: {res.labels[0]}):",
                           self._matrix(grid[g]), ""]
-        lines += _budget_lines(meta)
+        lines += _budget_lines(meta, res.methods)
         stored = "stored" if res.nonprivate_probability is not None else "not stored"
         lines += [f"Non-private reference: {stored} ",
                   "The full histograms are available in $probability."]
