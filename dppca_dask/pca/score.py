@@ -145,7 +145,7 @@ def dp_score(
     frame
         ``"durfee"`` (default, the seed's; pure ε-DP per-axis Durfee median and 0.995 radius,
         rectangular, inflated by 0.2; two count passes), ``"capped"`` (the same passes; the
-        0.995 radius search runs only between a private median S of |s − c| and 10·S, so it
+        0.995 radius search runs only between a private median S of |s − c| and 8·S, so it
         cannot run away; pure ε-DP, docs/design/frame.md; the CLI default) or ``"smooth"``
         (legacy v0.1.0 square frame from smooth-sensitivity quantiles; collects the n × 2 scores on the driver). The smooth frame
         needs δ: it takes 35 % of the score δ as well as 35 % of ε, and the histogram gets the
