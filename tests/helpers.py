@@ -50,6 +50,24 @@ def _no_compute(dsk, keys, **kwargs):
 
 
 @contextlib.contextmanager
+def benchmark_module(name: str, module: str) -> Any:
+    """``benchmarks/<name>.py`` imported as ``module`` for the block (then unregistered)."""
+    import importlib.util
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(module, script)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[module] = bench
+    try:
+        spec.loader.exec_module(bench)
+        yield bench
+    finally:
+        del sys.modules[module]
+
+
+@contextlib.contextmanager
 def raise_if_dask_computes():
     """Like xarray's helper: any dask compute inside the block raises."""
     with dask.config.set(scheduler=_no_compute):

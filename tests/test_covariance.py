@@ -30,6 +30,7 @@ from dppca_dask.privacy.mechanisms import (
     gaussian_zcdp_symmetric,
 )
 from dppca_dask.privacy.zcdp import Odometer, ledger_rho, resolve_zcdp, zcdp_eps, zcdp_rho
+from tests.helpers import benchmark_module
 
 ALPHA = 1e-6
 
@@ -523,19 +524,8 @@ def test_configs_covariance_yaml__is_valid():
 
 @pytest.mark.slow
 def test_benchmark_covariance__quick_mode_runs(tmp_path):
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "covariance.py"
-    spec = importlib.util.spec_from_file_location("bench_covariance", script)
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_covariance"] = bench
-    try:
-        spec.loader.exec_module(bench)
+    with benchmark_module("covariance", "bench_covariance") as bench:
         rows = bench.main(["--quick", "--out", str(tmp_path)])
-    finally:
-        del sys.modules["bench_covariance"]
     assert {r["method"] for r in rows} == {"pace_ggm", "pace_ggm_row", "ssp", "ssp_row",
                                          "diagonal", "diagonal_row"}
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -545,16 +535,7 @@ def test_benchmark_covariance__quick_mode_runs(tmp_path):
 def test_benchmark_covariance__designed_families():
     # Every designed family loads by name (standardised, reproducible) and has the structure
     # its docstring names, read off the sample correlations.
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "covariance.py"
-    spec = importlib.util.spec_from_file_location("bench_covariance_families", script)
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_covariance_families"] = bench
-    try:
-        spec.loader.exec_module(bench)
+    with benchmark_module("covariance", "bench_covariance_families") as bench:
         corr = {}
         for kind in bench.FAMILIES:
             data = bench.load_dataset(f"synthetic-{kind}12", "standardize")
@@ -562,8 +543,6 @@ def test_benchmark_covariance__designed_families():
             np.testing.assert_allclose(data.x.std(axis=0), 1.0, rtol=1e-12)
             np.testing.assert_array_equal(bench.family(kind, 12), bench.family(kind, 12))
             corr[kind] = np.corrcoef(bench.family(kind, 12), rowvar=False)
-    finally:
-        del sys.modules["bench_covariance_families"]
     # 2000 rows: a sample correlation's sd is at most about 1/sqrt(2000) = 0.022
     assert abs(corr["blocks"][0, 5] - 0.6) < 0.1 and abs(corr["blocks"][0, 6]) < 0.1
     assert corr["chain"][0, 1] < -0.3 and abs(corr["chain"][0, 11]) < 0.1
