@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from dp_accounting import dp_event
-from dp_accounting.pld import privacy_loss_distribution
+from dp_accounting.pld import common, privacy_loss_distribution
 from dp_accounting.rdp import rdp_privacy_accountant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dppca_dask.errors import BudgetError
+from dppca_dask.privacy import pld
 from dppca_dask.privacy.accounting import SpendRecord, ledger_to_dicts
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.composition import Composition, compose, record_rho
@@ -32,6 +35,7 @@ from dppca_dask.privacy.mechanisms import (
     gaussian_symmetric_matrix,
     gaussian_zcdp,
     gaussian_zcdp_symmetric,
+    geometric_histogram,
     laplace_release,
     smooth_laplace,
     stability_histogram,
@@ -357,3 +361,191 @@ def test_zcdp_rho__extreme_eps_is_a_clear_error_at_once(eps):
     with pytest.raises(BudgetError, match="'eps' of a zCDP conversion"):
         zcdp_rho(eps, 1e-5)
     assert zcdp_rho(1e-100, 1e-5) > 0 and zcdp_rho(1e6, 1e-5) > 9e5
+
+
+# --- PLD composition (privacy/pld.py): each mapping against dp-accounting built here ----------
+
+PLD_TOL = 1e-3  # the brief's tolerance to dp-accounting at its default discretisation (1e-4)
+
+
+def _ref(parts: list) -> float:
+    """Compose reference PLDs (dp-accounting defaults: pessimistic, discretisation 1e-4)."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.compose(p)
+    return out
+
+
+def _rr(eps: float, delta: float = 0.0):
+    return privacy_loss_distribution.from_privacy_parameters(
+        common.DifferentialPrivacyParameters(eps, delta))
+
+
+def _five_and_five() -> list[SpendRecord]:
+    rng = np.random.default_rng(11)
+    gauss = [gaussian_release(0.0, sensitivity=1.0, budget=PrivacyBudget(1.0, 1e-5),
+                              calibration="analytic", rng=rng, component=f"g{i}").record
+             for i in range(5)]
+    lap = [laplace_release(0.0, sensitivity=1.0, eps=0.5, rng=rng, component=f"l{i}").record
+           for i in range(5)]
+    return gauss + lap
+
+
+def test_pld_eps__mixed_gaussian_laplace_ledger_against_dp_accounting():
+    records = _five_and_five()
+    comp = compose(records)
+    ref = _ref([privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=r.scale, sensitivity=r.sensitivity) for r in records[:5]]
+        + [privacy_loss_distribution.from_laplace_mechanism(
+            parameter=r.scale, sensitivity=r.sensitivity) for r in records[5:]])
+    expected = float(ref.get_epsilon_for_delta(1e-5))
+    got = comp.pld_eps(1e-5)
+    assert expected == pytest.approx(4.45697, abs=1e-4)
+    # never below the reference by more than float noise (the record's mu is an upper bound and
+    # the bridges only add), within the brief's 1e-3 above it
+    assert expected - 1e-9 <= got <= expected + PLD_TOL
+    # the ledger's cap figure does not use it (not a valid filter): still the CKS/GDP figure
+    assert comp.tight_eps(1e-5) == pytest.approx(4.94208, abs=1e-4)
+    # the same multiset in another order gives the same figure (the cache key is the multiset)
+    assert compose(records[::-1]).pld_eps(1e-5) == got
+
+
+def test_pld_eps__ten_gaussians_match_the_gdp_figure():
+    rng = np.random.default_rng(20260101)
+    records = [gaussian_release(0.0, sensitivity=1.0, budget=PrivacyBudget(1.0, 1e-5),
+                                calibration="analytic", rng=rng, component=f"g{i}").record
+               for i in range(10)]
+    comp = compose(records)
+    got, ref = comp.pld_eps(1e-4), _pld_eps(records, 1e-4)
+    assert ref - 1e-9 <= got <= ref + PLD_TOL
+    assert round(got, 3) == round(comp.tight_eps(1e-4), 3) == 3.130
+
+
+def test_pld_eps__scalar_laplace_and_the_generic_pair_for_the_rest():
+    rng = np.random.default_rng(5)
+    scalar = [laplace_release(0.0, sensitivity=2.0, eps=0.3, rng=rng, component="s").record
+              for _ in range(8)]
+    vector = laplace_release(np.zeros(3), sensitivity=1.0, eps=0.3, rng=rng,
+                             component="v").record
+    ref = _ref([privacy_loss_distribution.from_laplace_mechanism(parameter=1 / 0.3)] * 8)
+    got = compose(scalar).pld_eps(1e-6)
+    assert float(ref.get_epsilon_for_delta(1e-6)) - 1e-9 <= got
+    assert got <= float(ref.get_epsilon_for_delta(1e-6)) + PLD_TOL
+    # a multivariate Laplace is not claimed dominated by the 1-D Laplace: the generic RR pair
+    both = _ref([*[privacy_loss_distribution.from_laplace_mechanism(parameter=1 / 0.3)] * 8,
+                 _rr(0.3)])
+    assert compose([*scalar, vector]).pld_eps(1e-6) == pytest.approx(
+        float(both.get_epsilon_for_delta(1e-6)), abs=PLD_TOL)
+
+
+def test_pld_eps__generic_eps_delta_records():
+    rng = np.random.default_rng(9)
+    records = [
+        stability_histogram(np.array([5, 0, 2]), n=10, budget=PrivacyBudget(0.25, 2e-7),
+                            rng=rng, component="sparse").record,
+        smooth_laplace(0.0, smooth_sensitivity=1.0, budget=PrivacyBudget(0.4, 1e-7), rng=rng,
+                       component="frame").record,
+        above_threshold(np.arange(5.0), threshold=2.5, eps=0.2, rng=rng,
+                        component="search").record,
+    ] * 3
+    ref = _ref([_rr(r.eps, r.delta) for r in records])
+    for delta in (1e-6, 1e-5):
+        expected = float(ref.get_epsilon_for_delta(delta))
+        assert expected - 1e-9 <= compose(records).pld_eps(delta) <= expected + PLD_TOL
+    # at the basic delta, never above the basic sum by more than the discretisation
+    comp = compose(records)
+    slack = len(records) * pld.FINE_DISCRETISATION
+    assert comp.pld_eps(comp.basic_delta) <= comp.basic_eps + slack
+
+
+def test_pld_eps__zcdp_only_and_histogram_records():
+    rng = np.random.default_rng(13)
+    b = PrivacyBudget(0.5, 1e-6)
+    zg = gaussian_zcdp(0.0, sensitivity=1.0, rho=0.02, rng=rng, component="z").record
+    zs = gaussian_zcdp_symmetric(np.eye(3), sensitivity=1.0, rho=0.01, rng=rng,
+                                 component="zs").record
+    em = exponential_mechanism(np.zeros(4), epsilon=0.4, sensitivity=1.0, rng=rng,
+                               component="select").record
+    hist = gaussian_histogram(np.array([1, 2, 3]), budget=b, calibration="analytic", rng=rng,
+                              component="hist").record
+    geo = geometric_histogram(np.array([4, 0, 1]), eps=0.6, rng=rng, component="geo").record
+    records = [zg, zs, em, hist, geo]
+    pdist = privacy_loss_distribution
+    ref = _ref([pdist.from_gaussian_mechanism(standard_deviation=1 / math.sqrt(2 * 0.02)),
+                pdist.from_gaussian_mechanism(standard_deviation=1 / math.sqrt(2 * 0.01)),
+                _rr(0.4), *[pdist.from_discrete_gaussian_mechanism(hist.scale)] * 2,
+                *[_rr(0.3)] * 2])
+    comp = compose(records)
+    for delta in (1e-6, 1e-4):
+        expected = float(ref.get_epsilon_for_delta(delta))
+        assert expected - 1e-9 <= comp.pld_eps(delta) <= expected + PLD_TOL
+    assert comp.pld_eps(1e-6) < comp.tight_eps(1e-6)
+    # a zCDP record without the fields of a lattice Gaussian has no PLD here
+    bare = SpendRecord("z", "gaussian_zcdp", eps=0.0, delta=0.0, rho=0.1, calibration="zcdp")
+    assert compose([*records, bare]).pld_eps(1e-4) == math.inf
+    assert math.isfinite(compose([*records, bare]).tight_eps(1e-4))
+
+
+def test_pld_eps__the_bridge_is_needed_for_discrete_laplace():
+    """The continuous Laplace does not dominate the discrete one at the same scale and shift
+    (why scalar Laplace records carry the dithering bridge): here with k = 2, b = 4."""
+    pdist = privacy_loss_distribution
+    discrete = pdist.from_discrete_laplace_mechanism(parameter=0.25, sensitivity=2)
+    continuous = pdist.from_laplace_mechanism(parameter=4.0, sensitivity=2.0)
+    assert discrete.get_delta_for_epsilon(0.45) > continuous.get_delta_for_epsilon(0.45)
+
+
+def test_pld_eps__geometric_histogram_is_two_randomized_responses():
+    """A discrete Laplace shifted by 1 is RR(1/b) exactly: the exact curve of two of them at
+    the pld figure is below delta."""
+    rec = geometric_histogram(np.array([1, 1]), eps=1.0, rng=np.random.default_rng(2),
+                              component="geo").record
+    e1 = 1.0 / rec.scale
+    p = [math.exp(e1) / (1 + math.exp(e1)), 1 / (1 + math.exp(e1))]
+    joint = [(p[i] * p[j], p[1 - i] * p[1 - j]) for i in (0, 1) for j in (0, 1)]
+    for delta in (1e-3, 0.05):
+        eps = compose([rec]).pld_eps(delta)
+        exact = math.fsum(max(a - math.exp(eps) * b, 0.0) for a, b in joint)
+        assert exact <= delta
+
+
+@settings(max_examples=15, deadline=None)
+@given(picks=st.lists(st.integers(0, 9), min_size=1, max_size=6), extra=st.integers(0, 9))
+def test_pld_eps__adding_a_record_never_lowers_it(picks, extra):
+    pool = [*_five_and_five()[::2], *_mixed_ledger()[:6]]
+    pool = [r for r in pool if r.status == "spent"][:10]
+    base = [pool[i % len(pool)] for i in picks]
+    before = compose(base).pld_eps(1e-4)
+    after = compose([*base, pool[extra % len(pool)]]).pld_eps(1e-4)
+    assert after >= before - 1e-12
+
+
+def test_pld_eps__edges():
+    assert compose([]).pld_eps(0.0) == compose([]).pld_eps(1e-5) == 0.0
+    lap = SpendRecord("c", "laplace", eps=0.5, delta=0.0, draws=1)
+    one = compose([lap])
+    assert one.pld_eps(0.0) == 0.5  # delta = 0: the pure sum
+    assert 0.5 - 1e-3 <= one.pld_eps(1e-300) <= 0.5  # never above the pure sum, monotone
+    gauss = _five_and_five()[0]
+    assert compose([gauss]).pld_eps(0.0) == math.inf
+    assert compose([gauss]).pld_eps(1e-5) <= 1.0 + PLD_TOL  # its own (1, 1e-5) guarantee
+    # very large eps: no overflow, no huge array, an answer at once (inf or the pure sum)
+    huge = SpendRecord("c", "stability_histogram", eps=1e6, delta=1e-6)
+    assert compose([huge, gauss]).pld_eps(1e-5) == math.inf
+    assert compose([SpendRecord("c", "laplace", eps=1e6, delta=0.0)]).pld_eps(1e-5) == 1e6
+    # records at delta near 1: the curve of the generic pair
+    near = SpendRecord("c", "smooth_sensitivity_laplace", eps=0.5, delta=0.999999)
+    assert compose([near]).pld_eps(0.999999) == math.inf or \
+        compose([near]).pld_eps(0.999999) <= 0.5 + PLD_TOL
+    assert compose([near]).pld_eps(0.9999995) == 0.0  # TV <= delta + (1 - delta) tanh(eps/2)
+    with pytest.raises(ValueError, match="delta >= 0"):
+        one.pld_eps(-1.0)
+
+
+def test_pld__import_stays_lazy():
+    """`import dppca_dask` and compose() do not import dp-accounting (~1 s)."""
+    code = ("import sys, dppca_dask; from dppca_dask.privacy.composition import compose; "
+            "from dppca_dask.privacy.accounting import SpendRecord; "
+            "compose([SpendRecord('c', 'laplace', eps=1.0, delta=0.0)]); "
+            "assert 'dp_accounting' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
