@@ -1,10 +1,11 @@
 """One randomness policy (NumPy SPEC 7): public functions take ``rng=None``, normalised here once.
 
-* ``None`` -- a fresh :class:`numpy.random.Generator` seeded from the operating system's
-  cryptographic entropy source (``numpy.random.SeedSequence()`` draws 128 bits through Python's
-  ``secrets`` module). The release is marked *unseeded*.
+* ``None`` -- a fresh :class:`~dppca_dask.privacy.csprng.CryptoRng`: every draw comes from the
+  operating system's cryptographically secure generator (``os.urandom``, read in buffered
+  blocks), not from a statistical PRNG. The release is marked *unseeded*.
 * an ``int`` or :class:`~numpy.random.SeedSequence` -- a reproducible generator; the release is
   marked *seeded*. The seed itself is never stored anywhere by this package.
+* a :class:`~dppca_dask.privacy.csprng.CryptoRng` -- used as is, marked *unseeded*.
 * a :class:`~numpy.random.Generator`, or any object with the methods of :class:`Rng` (for example
   the R random-number emulator in :mod:`dppca_dask.testing`) -- used as is and marked *seeded*
   (the caller controls its state).
@@ -22,6 +23,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 import numpy as np
 
 from dppca_dask._validation import bad_param
+from dppca_dask.privacy.csprng import CryptoRng
 
 __all__ = ["Rng", "RngState", "as_rng"]
 
@@ -68,7 +70,8 @@ class RngState:
 
     @property
     def source(self) -> str:
-        return "caller-seeded" if self.seeded else "os-entropy"
+        """Where the draws come from: ``"caller-seeded"`` or ``"csprng (os entropy)"``."""
+        return "caller-seeded" if self.seeded else "csprng (os entropy)"
 
 
 def as_rng(rng: Any, *, owner: str = "dppca_dask") -> RngState:
@@ -80,9 +83,13 @@ def as_rng(rng: Any, *, owner: str = "dppca_dask") -> RngState:
     False
     >>> as_rng(7).seeded
     True
+    >>> type(as_rng(None).generator).__name__, as_rng(None).source
+    ('CryptoRng', 'csprng (os entropy)')
     """
     if rng is None:
-        return RngState(np.random.default_rng(np.random.SeedSequence()), seeded=False)
+        return RngState(CryptoRng(), seeded=False)
+    if isinstance(rng, CryptoRng):  # no state to fix: as unseeded as None
+        return RngState(rng, seeded=False)
     if isinstance(rng, bool | np.bool_):
         raise bad_param("rng", owner, "None, an int, a SeedSequence or a Generator", rng)
     if isinstance(rng, numbers.Integral | np.random.SeedSequence):

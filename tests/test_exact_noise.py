@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dppca_dask.privacy import exp_bernoulli as eb
 from dppca_dask.privacy.exact_noise import (
     bernoulli,
     bernoulli_exp,
@@ -126,9 +127,83 @@ def test_round_up_rational__never_rounds_down():
         assert r >= x and (r - x) / x < 2.0**-23
 
 
-def test_scalar_paths__same_distribution():
+@pytest.mark.slow
+def test_single_draws__same_distribution():
+    # one value per call: one round of 9-10 candidates, first accepted kept
     rng = np.random.default_rng(17)
-    y = np.array([int(discrete_gaussian(rng, Fraction(5, 2), 1)[0]) for _ in range(30000)])
+    y = np.array([int(discrete_gaussian(rng, Fraction(5, 2), 1)[0]) for _ in range(8000)])
     assert _chi2_pvalue(y, _dgauss_pmf(2.5)) > ALPHA
-    z = np.array([int(discrete_laplace(rng, Fraction(3, 2), 1)[0]) for _ in range(30000)])
+    z = np.array([int(discrete_laplace(rng, Fraction(3, 2), 1)[0]) for _ in range(8000)])
     assert _chi2_pvalue(z, _dlap_pmf(1.5)) > ALPHA
+
+
+# --- the fixed-cost draws (dppca_dask.privacy.exp_bernoulli) and their slow exact paths --------
+
+
+def test_geometric_exp1__pmf_chi_square():
+    v = eb.geometric_exp1(np.random.default_rng(21), 100000)
+    pmf = {k: (1 - math.exp(-1)) * math.exp(-k) for k in range(60)}
+    assert _chi2_pvalue(v, pmf) > ALPHA
+
+
+def test_geometric_exp1__table_is_floor_of_exp():
+    for k in (1, 7, eb.GEOM_MAX):
+        t = (int(eb._T_HI[k - 1, 0]) << 64) | int(eb._T_LO[k - 1, 0])
+        assert t <= math.exp(-k) * 2.0**128 * (1 + 1e-12) and t >= math.exp(-k) * 2.0**128 * (
+            1 - 1e-12)
+        lo, hi = eb.exp_neg_bounds(k, 400)
+        assert t == lo >> 272 == hi >> 272
+
+
+@pytest.mark.slow
+def test_slow_paths__exact_when_forced(monkeypatch):
+    # two rounds and a two-entry table: the slow paths run for a large share of the draws
+    monkeypatch.setattr(eb, "ROUNDS", 2)
+    monkeypatch.setattr(eb, "GEOM_MAX", 2)
+    monkeypatch.setattr(eb, "_T_HI", eb._T_HI[:2])
+    monkeypatch.setattr(eb, "_T_LO", eb._T_LO[:2])
+    rng = np.random.default_rng(22)
+    n = 60000
+    v = eb.geometric_exp1(rng, n)
+    assert (v > 2).mean() > 0.03
+    assert _chi2_pvalue(v, {k: (1 - math.exp(-1)) * math.exp(-k) for k in range(40)}) > ALPHA
+    for p, q in [(1, 1), (9, 10), (2**70 - 1, 2**70)]:
+        dt = object if q > 2**62 else np.int64
+        hits = eb.bernoulli_exp_unit(rng, np.full(n, p, dtype=dt), np.full(n, q, dtype=dt))
+        assert stats.binomtest(int(hits.sum()), n, math.exp(-p / q)).pvalue > ALPHA
+    y = discrete_gaussian(rng, Fraction(7, 3), 30000)
+    assert _chi2_pvalue(y, _dgauss_pmf(7 / 3)) > ALPHA
+
+
+def test_lazy_comparisons__ties_resolved_exactly():
+    rng = np.random.default_rng(23)
+    n = 20000
+    p, q = 5, 7
+    w = (p << 128) // q  # U's 128 bits equal p/q's: P(U < p/q | w) = frac(p·2^128/q) = 2/7
+    frac = ((p << 128) % q) / q
+    hits = sum(eb._Lazy(rng, w, 128).below_rational(p, q) for _ in range(n))
+    assert stats.binomtest(hits, n, frac).pvalue > ALPHA
+    k = 3
+    lo, _ = eb.exp_neg_bounds(k, 128 + 64)
+    t = lo >> 64  # U's 128 bits equal ⌊e^-3·2^128⌋
+    frac_e = (lo & ((1 << 64) - 1)) / 2.0**64
+    hits = sum(eb._Lazy(rng, t, 128).below_exp(k) for _ in range(n))
+    assert stats.binomtest(hits, n, frac_e).pvalue > ALPHA
+    hits = sum(eb._Lazy(rng, 12345, 128).below(eb._Lazy(rng, 12345, 128)) for _ in range(n))
+    assert stats.binomtest(hits, n, 0.5).pvalue > ALPHA
+
+
+def test_first_compare__int64_limbs_agree_with_python_ints():
+    rng = np.random.default_rng(24)
+    m = 20000
+    q = rng.integers(1, 2**62, size=m, dtype=np.int64)
+    q[:5] = [1, 2, 2**62 - 1, 3, 2**61]
+    p = (rng.random(m) * q).astype(np.int64)
+    p[:5] = [1, 1, 2**62 - 1, 0, 2**60]
+    u = rng.integers(0, 2**64, size=(2, m), dtype=np.uint64)
+    u[:, 0] = 2**64 - 1
+    u[0, 1], u[1, 1] = 2**63, 0  # exactly 1/2 = p/q: U ≥ 1/2, decided False
+    true, tie = eb._first_compare(u[0], u[1], p, q)
+    otrue, otie = eb._first_compare(u[0], u[1], p.astype(object), q.astype(object))
+    assert (true == otrue).all() and (tie == otie).all()
+    assert not true[1] and not tie[1]

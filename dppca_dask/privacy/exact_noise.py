@@ -10,13 +10,23 @@ ever formed on the way to a sample:
   words; NumPy's own bounded integers below 2^63);
 * :func:`bernoulli` -- Bernoulli(p/q) by comparing a uniform word with ⌊p·2^64/q⌋ (ties, of
   probability 2^-64, resolved exactly word by word);
-* :func:`bernoulli_exp` -- Bernoulli(exp(−p/q)) for rational p/q ≥ 0 (CKS 2020, Alg. 1);
+* :func:`bernoulli_exp` -- Bernoulli(exp(−p/q)) for rational p/q ≥ 0
+  (:mod:`dppca_dask.privacy.exp_bernoulli`: a geometric and von Neumann's run, fixed cost);
 * :func:`discrete_laplace` -- P(y) ∝ exp(−|y|/b) on Z for rational b (CKS 2020, Alg. 2);
 * :func:`discrete_gaussian` -- P(y) ∝ exp(−y²/(2σ²)) on Z for rational σ² (CKS 2020, Alg. 3).
 
 All samplers are vectorised across the draws of one call: arrays of int64 when every
-numerator and denominator of the batch fits (checked on the batch), else object arrays of
-Python ints (the same operations, exact at any size). Timings: ``benchmarks/exact_noise.py``.
+numerator and denominator of the batch fits, else object arrays of Python ints (the same
+operations, exact at any size). Timings: ``benchmarks/exact_noise.py``.
+
+**Timing.** No loop runs once per success, so the time of a call does not tell its values
+(docs/privacy.md, "Timing"): every candidate of the Laplace and Gaussian samplers costs the
+same fixed vectorised work (:mod:`~dppca_dask.privacy.exp_bernoulli`), and the only loops are
+rejection rounds (a fresh batch for the requests still open), whose number depends only on how
+many candidates were rejected -- which in rejection sampling is independent of the accepted
+values. Exceptions, each with probability < 2^-68 per candidate: the slow exact paths of
+:mod:`~dppca_dask.privacy.exp_bernoulli`, and (uniform_below, bernoulli on Python ints) a
+64-bit tie of a uniform word with p/q's expansion (2^-64 per comparison).
 """
 
 from __future__ import annotations
@@ -25,6 +35,15 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+
+from dppca_dask.privacy.exp_bernoulli import (
+    FITS,
+    GEOM_MAX,
+    bernoulli_exp,
+    bernoulli_exp_unit,
+    geometric_exp1,
+    words,
+)
 
 __all__ = [
     "add_ints",
@@ -39,13 +58,8 @@ __all__ = [
     "uniform_below",
 ]
 
-_FITS = 1 << 62  # every int64 operand and intermediate stays below this
-_WORD = 1 << 64
-
-
-def _words(rng: Any, k: int) -> np.ndarray:
-    """``k`` independent uniform 64-bit words (uint64)."""
-    return np.asarray(rng.integers(0, _WORD, size=k, dtype=np.uint64), dtype=np.uint64)
+_FITS = FITS  # every int64 operand and intermediate stays below this
+_words = words
 
 
 def _as_ints(values: Any) -> np.ndarray:
@@ -90,15 +104,12 @@ def uniform_below(rng: Any, m: int, size: int) -> np.ndarray:
     drop = 64 * nwords - nbits
     out = np.empty(size, dtype=object)
     todo = np.arange(size)
-    while todo.size:
-        words = [_words(rng, todo.size).tolist() for _ in range(nwords)]
-        cand = np.empty(todo.size, dtype=object)
-        for i in range(todo.size):
-            v = 0
-            for w in words:
-                v = (v << 64) | w[i]
-            cand[i] = v >> drop
-        ok = np.fromiter((c < m for c in cand), dtype=bool, count=todo.size)
+    while todo.size:  # rejection: the number of rounds is independent of the values kept
+        cand = _words(rng, todo.size).astype(object)
+        for _ in range(nwords - 1):
+            cand = (cand << 64) | _words(rng, todo.size).astype(object)
+        cand = cand >> drop
+        ok = (cand < m).astype(bool)
         out[todo[ok]] = cand[ok]
         todo = todo[~ok]
     return out
@@ -150,69 +161,6 @@ def bernoulli(rng: Any, p: Any, q: Any) -> np.ndarray:
     return out
 
 
-def _bernoulli_exp_unit(rng: Any, p: Any, q: Any) -> np.ndarray:
-    """Bernoulli(exp(−p/q)) for 0 ≤ p/q ≤ 1 (CKS 2020, Alg. 1): K counts successive
-    Bernoulli(x/K) successes; the answer is "K odd"."""
-    p = np.asarray(p)
-    q = np.asarray(q)
-    n = p.size
-    k = np.ones(n, dtype=np.int64)
-    active = np.ones(n, dtype=bool)
-    while active.any():
-        idx = np.flatnonzero(active)
-        qi, ki = q[idx], k[idx]
-        if qi.dtype != object and int(np.max(qi)) * int(np.max(ki)) >= _FITS:
-            qi = qi.astype(object)
-        hit = bernoulli(rng, p[idx], qi * ki)
-        k[idx[hit]] += 1
-        active[idx[~hit]] = False
-    return (k % 2) == 1
-
-
-def bernoulli_exp(rng: Any, p: Any, q: Any) -> np.ndarray:
-    """Exact Bernoulli(exp(−p/q)) draws for integer arrays p ≥ 0, q > 0 (CKS 2020, Alg. 1).
-
-    exp(−x) = exp(−1)^⌊x⌋ · exp(−(x − ⌊x⌋)): ⌊x⌋ Bernoulli(exp(−1)) draws, stopping at the first
-    failure, then one Bernoulli(exp(−frac)).
-
-    Examples
-    --------
-    >>> b = bernoulli_exp(np.random.default_rng(1), np.zeros(3, dtype=np.int64), 1)
-    >>> b.tolist()
-    [True, True, True]
-    """
-    p = _as_ints(np.atleast_1d(p))
-    q = _as_ints(np.broadcast_to(np.asarray(q), p.shape).copy())
-    whole = p // q
-    frac = p - whole * q
-    alive = np.ones(p.size, dtype=bool)
-    need = whole.copy()
-    while True:
-        idx = np.flatnonzero(alive & (need > 0))
-        if idx.size == 0:
-            break
-        ones = np.ones(idx.size, dtype=np.int64)
-        alive[idx] = _bernoulli_exp_unit(rng, ones, ones)
-        need[idx] -= 1
-    idx = np.flatnonzero(alive)
-    if idx.size:
-        alive[idx] = _bernoulli_exp_unit(rng, frac[idx], q[idx])
-    return alive
-
-
-def _geometric_exp1(rng: Any, n: int) -> np.ndarray:
-    """V = number of successes before the first failure of Bernoulli(exp(−1)) trials."""
-    v = np.zeros(n, dtype=np.int64)
-    active = np.ones(n, dtype=bool)
-    while active.any():
-        idx = np.flatnonzero(active)
-        ones = np.ones(idx.size, dtype=np.int64)
-        hit = _bernoulli_exp_unit(rng, ones, ones)
-        v[idx[hit]] += 1
-        active[idx[~hit]] = False
-    return v
-
-
 def round_up_rational(x: Fraction, rel_bits: int = 24) -> Fraction:
     """The smallest multiple of 2^-k at or above ``x`` (k chosen so it is within 2^-rel_bits
     relative): keeps numerators/denominators small without ever rounding a scale down.
@@ -230,10 +178,30 @@ def round_up_rational(x: Fraction, rel_bits: int = 24) -> Fraction:
     return Fraction(-((-x.numerator * den) // x.denominator), den)
 
 
+def _laplace_candidates(rng: Any, t: int, s: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """``m`` candidates of CKS Alg. 2 and whether each is accepted, at a fixed cost each:
+    U uniform below t kept with probability exp(−U/t), V geometric, Y = ⌊(U + t·V)/s⌋, a random
+    sign, and −0 rejected."""
+    u = uniform_below(rng, t, m)
+    keep = bernoulli_exp_unit(rng, u, t)
+    v = geometric_exp1(rng, m)
+    # int64 whenever the public t allows it; V > GEOM_MAX only on the geometric's slow path
+    if u.dtype != object and t * (GEOM_MAX + 2) < _FITS and int(v.max()) <= GEOM_MAX:
+        x = u + v * t
+        y = x // s if s < _FITS else (x.astype(object) // s)
+    else:
+        y = (u.astype(object) + v.astype(object) * t) // s
+    b = np.asarray(rng.integers(0, 2, size=m, dtype=np.int64)) == 1
+    ok = keep & ~(b & (y == 0))
+    return np.where(b, -y, y), ok
+
+
 def discrete_laplace(rng: Any, scale: Fraction | int, size: int) -> np.ndarray:
     """``size`` exact draws with P(y) ∝ exp(−|y|/scale) on Z (CKS 2020, Alg. 2).
 
-    ``scale`` = t/s (a Fraction). Returns an int64 array, or Python ints when large.
+    ``scale`` = t/s (a Fraction). Returns an int64 array, or Python ints when large. Each round
+    draws 2n + 8 candidates for the n values still open (fixed cost each) and keeps the first
+    accepted ones; the rounds' number and sizes depend only on how many were rejected.
 
     Examples
     --------
@@ -245,36 +213,24 @@ def discrete_laplace(rng: Any, scale: Fraction | int, size: int) -> np.ndarray:
     if scale <= 0:
         raise ValueError(f"discrete_laplace needs a positive scale; got {scale}.")
     t, s = scale.numerator, scale.denominator
-    if size <= SCALAR_MAX:
-        return _as_ints(np.array([_dlap1(rng, t, s) for _ in range(size)] or [0],
-                                 dtype=object)[:size])
-    out = np.zeros(size, dtype=np.int64 if t < _FITS // 64 else object)
+    out = np.zeros(size, dtype=object)
     todo = np.arange(size)
     while todo.size:
         n = todo.size
-        u = uniform_below(rng, t, n)
-        keep = bernoulli_exp(rng, u, t)
-        u = u[keep]
-        m = u.size
-        v = _geometric_exp1(rng, m)
-        x = u + (v.astype(object) * t if u.dtype == object or t >= _FITS // 64 else v * t)
-        y = (x.astype(object) // s) if s >= _FITS else x // s
-        b = np.asarray(rng.integers(0, 2, size=m, dtype=np.int64)) == 1
-        ok = ~(b & (y == 0))
-        signed = np.where(b, -y, y)[ok]
-        dest = todo[np.flatnonzero(keep)[ok]]
-        out[dest] = signed
-        filled = np.zeros(n, dtype=bool)
-        filled[np.flatnonzero(keep)[ok]] = True
-        todo = todo[~filled]
-    return _as_ints(out) if out.dtype == object else out
+        y, ok = _laplace_candidates(rng, t, s, 2 * n + 8)
+        acc = y[ok][:n]
+        out[todo[: acc.size]] = acc
+        todo = todo[acc.size:]
+    return _as_ints(out)
 
 
 def discrete_gaussian(rng: Any, sigma2: Fraction | int, size: int) -> np.ndarray:
     """``size`` exact draws with P(y) ∝ exp(−y²/(2σ²)) on Z (CKS 2020, Alg. 3).
 
     Proposal Y ~ discrete Laplace(t), t = ⌊σ⌋ + 1, accepted with probability
-    exp(−(|Y| − σ²/t)²/(2σ²)) = exp(−(|Y|·t·b − a)²/(2·a·b·t²)) for σ² = a/b.
+    exp(−(|Y| − σ²/t)²/(2σ²)) = exp(−(|Y|·t·b − a)²/(2·a·b·t²)) for σ² = a/b; the acceptance is
+    one fixed-cost :func:`bernoulli_exp` whatever Y is. Rounds as in :func:`discrete_laplace`
+    (n + n/2 + 8 proposals for n open values: acceptance ≥ ~0.6).
 
     Examples
     --------
@@ -288,24 +244,20 @@ def discrete_gaussian(rng: Any, sigma2: Fraction | int, size: int) -> np.ndarray
     a, b = sigma2.numerator, sigma2.denominator
     t = _isqrt_floor(sigma2) + 1
     den = 2 * a * b * t * t
-    if size <= SCALAR_MAX:
-        return _as_ints(np.array([_dgauss1(rng, a, b, t) for _ in range(size)] or [0],
-                                 dtype=object)[:size])
+    bound = t * (GEOM_MAX + 1)  # |Y| ≤ this except on the geometric's slow path
+    small = den < _FITS and (bound * b * t + a) ** 2 < _FITS  # public: int64 arithmetic
     out = np.zeros(size, dtype=object)
     todo = np.arange(size)
     while todo.size:
         n = todo.size
-        batch = n + n // 2 + 8  # acceptance is ≥ ~0.6: one round fills most
+        batch = n + n // 2 + 8
         y = discrete_laplace(rng, t, batch)
         absy = np.abs(y)
-        top = int(np.max(absy)) * b * t + a
-        if absy.dtype != object and den < _FITS and top * top < _FITS:
-            num = (absy * (b * t) - a) ** 2
-            ok = bernoulli_exp(rng, num, den)
+        if small and absy.dtype != object and int(absy.max()) <= bound:
+            ok = bernoulli_exp(rng, (absy * (b * t) - a) ** 2, den)
         else:
             ao = absy.astype(object)
-            num = (ao * (b * t) - a) ** 2
-            ok = bernoulli_exp(rng, num, np.full(batch, den, dtype=object))
+            ok = bernoulli_exp(rng, (ao * (b * t) - a) ** 2, np.full(batch, den, dtype=object))
         acc = y[ok][:n]
         out[todo[: acc.size]] = acc
         todo = todo[acc.size:]
@@ -357,59 +309,3 @@ def from_grid(k: np.ndarray, grid: float) -> np.ndarray:
 def grid_variance(sd: float, grid: float) -> Fraction:
     """A rational variance at or above (sd/γ)² for :func:`discrete_gaussian`."""
     return round_up_rational((Fraction(sd) / Fraction(grid)) ** 2)
-
-
-# --- scalar paths (Python ints, one draw at a time): the same algorithms without array overhead
-
-
-def _below1(rng: Any, m: int) -> int:
-    if m <= _FITS:
-        return int(rng.integers(0, m))
-    return int(uniform_below(rng, m, 1)[0])
-
-
-def _bern1(rng: Any, p: int, q: int) -> bool:
-    return p >= q or _below1(rng, q) < p
-
-
-def _bern_exp_unit1(rng: Any, p: int, q: int) -> bool:
-    k = 1
-    while _bern1(rng, p, q * k):
-        k += 1
-    return k % 2 == 1
-
-
-def _bern_exp1(rng: Any, p: int, q: int) -> bool:
-    whole, frac = divmod(p, q)
-    for _ in range(whole):
-        if not _bern_exp_unit1(rng, 1, 1):
-            return False
-    return _bern_exp_unit1(rng, frac, q)
-
-
-def _dlap1(rng: Any, t: int, s: int) -> int:
-    while True:
-        u = _below1(rng, t)
-        if not _bern_exp_unit1(rng, u, t):
-            continue
-        v = 0
-        while _bern_exp_unit1(rng, 1, 1):
-            v += 1
-        y = (u + t * v) // s
-        if _below1(rng, 2):
-            if y == 0:
-                continue
-            return -y
-        return y
-
-
-def _dgauss1(rng: Any, a: int, b: int, t: int) -> int:
-    den = 2 * a * b * t * t
-    while True:
-        y = _dlap1(rng, t, 1)
-        if _bern_exp1(rng, (abs(y) * b * t - a) ** 2, den):
-            return y
-
-
-SCALAR_MAX = 8
-"""Calls of at most this many draws use the scalar paths (same algorithms, less overhead)."""
