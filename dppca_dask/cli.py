@@ -243,12 +243,11 @@ def _stops_cleanly() -> Iterator[None]:
 
 
 def _echo_timings(outcome: Any) -> None:
-    """Run times, for the operator only: they depend on the data, so no result store, summary,
-    config or ledger records them (report.html shows them in its operator-only "Run times"
-    section, to be removed before publishing where timing must not leak)."""
+    """Run times, for the operator only: they depend on the data, so no output file (result
+    store, report, summary, config, figure) and no ledger records them."""
     parts = [f"{k.replace('_', ' ')} {v:.2f} s" for k, v in outcome.timings.items()]
     if parts:
-        click.echo("Times (operator only: in report.html's Run times, in no data output): "
+        click.echo("Times (operator only: in no output file): "
                    + ", ".join(parts))
 
 

@@ -128,6 +128,33 @@ def test_deployment__required_ledger_cannot_be_disabled(tmp_path, data, ledger_p
         deployment_settings()
 
 
+def test_deployment__required_ledger_refuses_seeded_runs(tmp_path, data, ledger_path):
+    """A seeded release is reproducible from its seed: a deployment that requires the ledger
+    refuses it before any work, unless the custodian allows such test releases."""
+    cfg = RunConfig.from_dict({**_config(tmp_path, data).to_dict(), "rng": 42})
+    with (dask.config.set({"dppca.ledger.required": True}),
+          pytest.raises(ConfigError, match="'rng' config key.*NOT PRIVATE.*Got 42")):
+        execute(cfg, progress=False)
+    assert not (tmp_path / "out").exists() and not ledger_path.exists()
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({**cfg.to_dict(), "rng": 42}))
+    with dask.config.set({"dppca.ledger.required": True}):
+        result = CliRunner().invoke(main, ["plan", str(tmp_path / "run.yaml")])
+    assert result.exit_code == 1 and "allow_seeded" in result.output
+    with dask.config.set({"dppca.ledger.required": True, "dppca.ledger.allow_seeded": True}):
+        outcome = execute(cfg, progress=False)
+    # allowed, but marked everywhere: attributes, summary, report banner, ledger events
+    assert outcome.result.dataset.attrs["dppca_guarantee"].startswith("NOT PRIVATE")
+    out = Path(outcome.directory)
+    assert (out / "summary.txt").read_text().startswith("NOT PRIVATE: the noise generator")
+    assert "NOT PRIVATE: not a private release as a whole" in (out / "report.html").read_text()
+    notes = [e["note"] for e in Ledger(ledger_path).events() if e["kind"] in ("reserve",
+                                                                              "release")]
+    assert len(notes) == 2 and all(n.startswith("NOT PRIVATE: noise generator seeded")
+                                   for n in notes)
+    unseeded = execute(_config(tmp_path, data, name="out2"), progress=False)
+    assert not (Path(unseeded.directory) / "summary.txt").read_text().startswith("NOT PRIVATE")
+
+
 def test_deployment__another_output_folder_is_the_same_ledger(tmp_path, data, ledger_path):
     for name in ("a", "elsewhere/b"):
         execute(_config(tmp_path, data, name=name), progress=False)

@@ -164,7 +164,9 @@ def test_run__failure_before_any_draw_is_refunded(tmp_path, run_config, monkeypa
     _, data = run_config
 
     def fit(config, source, budget, state):
-        assert isinstance(state.generator, np.random.Generator)  # checks are not draws
+        from dppca_dask.rng import Rng
+
+        assert isinstance(state.generator, Rng)  # checks are not draws
         raise ValueError("failed before noise")
 
     monkeypatch.setitem(TASKS, "loading", dataclasses.replace(TASKS["loading"], fit=fit))

@@ -1,30 +1,37 @@
 """Nothing data-dependent leaves the driver except the mechanisms' outputs (issue: privacy leaks).
 
 Every task and method is run through the CLI's runner on neighbouring datasets D and D' (one row
-replaced by an extreme row, its group label kept: group sizes are public) at the same input and
-output paths, with the same seed. Then every field of the result store, the report and the
-persistent ledger's events must be identical between the two runs, except:
+replaced by an extreme row, its group label kept: group sizes are public; and D with its rows
+permuted) at the same input and output paths, with the same seed. Every byte of every artefact in
+the output folder is then accounted for, with no masked section:
 
-* data variables and coordinates the store marks ``private = 1`` (mechanism outputs and their
-  post-processing) -- these are the release itself;
-* metadata fields listed in :data:`NOISY_METADATA` (post-processing of private outputs, e.g.
-  which pairs PACE-GGM's private selection chose);
-* in the report, the figures and the printed result (they show the released values);
-* in the ledger, reservation ids and start times, event sequence numbers and times.
+* **The result stores** (``<task>.zarr``) are compared file by file between D and D': every
+  file must be byte-identical, except the chunks of the arrays the store marks ``private = 1``
+  (the release itself) and the metadata documents (``zarr.json``), which must be equal as JSON
+  but for the keys the release itself declares post-processing (``post_processing`` lists in
+  its metadata, e.g. which pairs PACE-GGM's private selection chose).
+* **Every other file** (report.html, summary.txt, every figure, config.yaml, the NetCDF copy) is
+  rebuilt from D's stored result alone -- after D's data were overwritten by D' -- with D''s
+  public inputs (the input's public metadata, the passes' task counts) and must equal D's file
+  byte for byte: each is a function of the release and public quantities only. (A run time, a
+  statistic of the raw data or a generator state that the noise draws advanced would differ.)
+* **File times**: every file and folder of a run's output carries one modification time, set
+  before any data was read; the app's zip download carries a fixed date.
+* **The persistent ledger**: reservations and events are equal, but for ids, start times,
+  sequence numbers and event times (and the per-call records of a release that declares its
+  ``ledger`` post-processing: PACE-GGM's adaptive rounds).
 
-Anything else that differs is a leak. A field added later is covered automatically: it must be
-identical unless it is declared private.
-
-A second check permutes the rows of D: the release of a permuted dataset must not be told apart
-either (group level order used to follow the first row).
+Anything else that differs is a leak. A field or file added later is covered automatically.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
-import re
 import shutil
 import warnings
+import zipfile
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +39,22 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from dppca_dask import load_result
+from dppca_dask.app.state import zip_directory
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.ledger import Ledger
-from dppca_dask.pipeline.runner import execute
+from dppca_dask.pipeline.runner import (
+    RunOutcome,
+    execute,
+    plan_run,
+    post_processing_generator,
+    write_release,
+)
+from dppca_dask.rng import RngState, as_rng
 from tests.helpers import figures_not_rendered
 
 N, P = 240, 4
-
-# Metadata keys whose values are post-processing of the private outputs only.
-NOISY_METADATA = {
-    # PACE-GGM: what its private (exponential-mechanism) selection measured, and the max-entropy
-    # solver's work on the noisy measurements (post-processing; its time depends on nothing else).
-    "measured_offdiagonal", "measured_fraction", "rounds", "anneals", "solver_seconds",
-    "solver_iterations", "solver_converged",
-}
+SEED = 11
 
 TASKS: list[tuple[str, dict[str, Any]]] = [
     ("loading", {}),
@@ -56,7 +65,7 @@ TASKS: list[tuple[str, dict[str, Any]]] = [
         "huber": {"k_min_m2": -10, "k_max_m2": 15, "m2_frac": 0.25}}}}),
     ("score", {"input": {"group": "group"},
                "score": {"method": ["add", "sparse"], "plots": False}}),
-    ("score", {"score": {"method": ["add", "sparse"], "frame": "smooth", "plots": False}}),
+    ("score", {"score": {"method": ["add", "sparse"], "frame": "smooth"}}),
     ("pca", {"input": {"group": "group"},
              "pca": {"k": 3, "scree_control": {"clipped": {"C_clip": 40}},
                      "score_method": ["add", "sparse"], "plots": False}}),
@@ -86,99 +95,137 @@ def _config(root: Path, task: str, extra: dict[str, Any]) -> RunConfig:
         "task": task,
         "privacy": {"eps": 2.0, "delta": 1e-5},
         "cluster": {"kind": "local", "n_workers": 1, "processes": False},
-        "output": {"directory": str(root / "out"), "formats": ["zarr"]},
+        "output": {"directory": str(root / "out"), "formats": ["zarr", "netcdf"]},
         "budget_ledger": {"path": str(root / "ledger.sqlite")},
-        "rng": 11,
+        "rng": SEED,
     }
     cfg.update({k: v for k, v in extra.items() if k != "input"})
     return RunConfig.from_dict(cfg)
 
 
 def _release(root: Path, task: str, extra: dict[str, Any], x: np.ndarray,
-             groups: np.ndarray, keep: Path) -> dict[str, Any]:
-    """Run the task on (x, groups) at the fixed paths; return everything it published."""
+             groups: np.ndarray, keep: Path) -> tuple[RunOutcome, list[dict[str, Any]]]:
+    """Run the task on (x, groups) at the fixed paths; keep its output folder (times kept)."""
     _write(root / "data.zarr", x, groups)
     shutil.rmtree(root / "out", ignore_errors=True)
     for suffix in ("", "-wal", "-shm"):
         (root / f"ledger.sqlite{suffix}").unlink(missing_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. an empty noisy histogram: not what is tested
-        execute(_config(root, task, extra), progress=False)
-    shutil.copytree(root / "out", keep)
+        outcome = execute(_config(root, task, extra), progress=False)
+    shutil.copytree(root / "out", keep)  # copy2: modification times travel
     ledger = Ledger(root / "ledger.sqlite")
-    events = [{k: v for k, v in r.as_dict().items() if k not in ("id", "started")}
+    events = [{k: v for k, v in r.as_dict().items() if k not in ("id", "started", "pid")}
               for r in ledger.reservations()]
     events += [{k: v for k, v in e.items() if k not in ("seq", "reservation", "time")}
                for e in ledger.events()]
-    return {"store": keep / f"{task}.zarr", "report": (keep / "report.html").read_text(),
-            "ledger": events, "summary": (keep / "summary.txt").read_text(),
-            "config": (keep / "config.yaml").read_text()}
+    return outcome, events
 
 
-def _diff_json(a: Any, b: Any, path: str, out: list[str]) -> None:
-    if path.rsplit(".", 1)[-1] in NOISY_METADATA:
+# --- the stores ---------------------------------------------------------------------------------
+
+def _declared(meta: Any) -> set[str]:
+    """The metadata keys a release declares post-processing (``post_processing`` lists)."""
+    found: set[str] = set()
+    if isinstance(meta, dict):
+        found.update(meta.get("post_processing", []))
+        for value in meta.values():
+            found |= _declared(value)
+    elif isinstance(meta, list):
+        for value in meta:
+            found |= _declared(value)
+    return found
+
+
+def _diff_json(a: Any, b: Any, path: str, skip: set[str], out: list[str]) -> None:
+    if path.rsplit(".", 1)[-1] in skip:
         return
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):
-            _diff_json(a.get(key), b.get(key), f"{path}.{key}", out)
+            if key == "dppca_metadata" and isinstance(a.get(key), str):
+                _diff_json(json.loads(a[key]), json.loads(b.get(key) or "{}"), f"{path}.{key}",
+                           skip, out)
+            else:
+                _diff_json(a.get(key), b.get(key), f"{path}.{key}", skip, out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (u, v) in enumerate(zip(a, b, strict=True)):
-            _diff_json(u, v, f"{path}[{i}]", out)
+            _diff_json(u, v, f"{path}[{i}]", skip, out)
     elif a != b:
         out.append(f"{path}: {a!r:.120} != {b!r:.120}")
 
 
-def _nodes(store: Path) -> list[tuple[str, xr.Dataset]]:
-    """The root dataset and, for stores with parts (pca), every group's dataset."""
-    tree = xr.open_datatree(store, engine="zarr", consolidated=False)
-    return sorted((node.path, node.to_dataset()) for node in tree.subtree)
-
-
-def _diff_store(a: Path, b: Path) -> list[str]:
-    out: list[str] = []
-    nodes_a, nodes_b = _nodes(a), _nodes(b)
-    assert [n for n, _ in nodes_a] == [n for n, _ in nodes_b]
-    for (name, da_), (_, db_) in zip(nodes_a, nodes_b, strict=True):
-        attrs_a, attrs_b = dict(da_.attrs), dict(db_.attrs)
-        meta_a = json.loads(attrs_a.pop("dppca_metadata", "{}"))
-        meta_b = json.loads(attrs_b.pop("dppca_metadata", "{}"))
-        _diff_json(meta_a, meta_b, "", out)
-        _diff_json(attrs_a, attrs_b, f"{name}@attrs", out)
-        assert sorted(da_.variables) == sorted(db_.variables), name
-        for var in da_.variables:
-            va, vb = da_.variables[var], db_.variables[var]
-            where = f"{name}/{var}"
-            _diff_json(dict(va.attrs), dict(vb.attrs), f"{where}@attrs", out)
-            if (va.dims, va.shape, va.dtype) != (vb.dims, vb.shape, vb.dtype):
-                out.append(f"{where}: layout {va.dims}{va.shape}{va.dtype} != "
-                           f"{vb.dims}{vb.shape}{vb.dtype}")
-                continue
-            if va.attrs.get("private") == 1:
-                continue  # the release itself
-            if not np.array_equal(va.values, vb.values, equal_nan=va.dtype.kind == "f"):
-                out.append(f"{where}: values differ but the variable is not marked private")
+def _private_arrays(store: Path) -> set[Path]:
+    """The folders of the arrays a store marks ``private = 1`` (their chunks are the release)."""
+    out = set()
+    for meta in store.rglob("zarr.json"):
+        doc = json.loads(meta.read_text())
+        if doc.get("node_type") == "array" and doc.get("attributes", {}).get("private") == 1:
+            out.add(meta.parent)
     return out
 
 
-_IMG = re.compile(r'src="data:image/[^"]*"')
-_SECTION = re.compile(r'(<section id="([^"]+)".*?</section>)', re.DOTALL)
-_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-# Sections that show no released value: compared character for character.
-_GENERIC = {"dataset", "ledger", "config", "work"}
+def _diff_store(a: Path, b: Path) -> list[str]:
+    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    files_b = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    if files_a != files_b:
+        return [f"{a.name}: different files: {sorted(set(files_a) ^ set(files_b))[:6]}"]
+    skip = _declared(load_result(a).metadata)
+    private = _private_arrays(a)
+    out: list[str] = []
+    for rel in files_a:
+        fa, fb = a / rel, b / rel
+        if rel.name == "zarr.json":
+            _diff_json(json.loads(fa.read_text()), json.loads(fb.read_text()),
+                       f"{a.name}/{rel}", skip, out)
+        elif any(folder in fa.parents for folder in private):
+            continue  # a chunk of a released array
+        elif fa.read_bytes() != fb.read_bytes():
+            out.append(f"{a.name}/{rel}: bytes differ, and the array is not marked private")
+    return out
 
 
-def _report_public(page: str) -> str:
-    """The report with the released values masked: figures, and every number in the sections
-    that show the release (kind sections, printed result); their text and layout stay."""
-    page = _IMG.sub('src="IMG"', page)
+# --- every other file: rebuilt from the stored release --------------------------------------
 
-    def mask(match: re.Match[str]) -> str:
-        section, name = match.group(1), match.group(2)
-        if name in _GENERIC:
-            return section
-        return re.sub(r"\s+", " ", _NUMBER.sub("#", section))
+def _rebuild(root: Path, config: RunConfig, kept: Path, public: RunOutcome) -> list[str]:
+    """Write the run's folder again from its stored result and ``public``'s public inputs (the
+    other dataset's run); every file but the stores must come out byte for byte the same."""
+    result = load_result(kept / f"{config.task}.zarr")
+    source = plan_run(config).source  # the input now holds the other dataset
+    post = RngState(post_processing_generator(as_rng(SEED).generator), True)
+    target = root / "rebuilt"
+    shutil.rmtree(target, ignore_errors=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the run's own warnings again (e.g. an empty histogram)
+        write_release(str(target), config, result, source=source, passes=public.passes,
+                      post=post)
+    out = []
+    for path in sorted(kept.rglob("*")):
+        rel = path.relative_to(kept)
+        if not path.is_file() or rel.parts[0].endswith(".zarr"):
+            continue
+        again = target / rel
+        if not again.is_file():
+            out.append(f"{rel}: not written again from the stored release")
+        elif again.read_bytes() != path.read_bytes():
+            detail = ""
+            if path.suffix in (".html", ".txt", ".yaml"):
+                lines = list(difflib.unified_diff(path.read_text().split("><"),
+                                                  again.read_text().split("><"), n=0,
+                                                  lineterm=""))[2:8]
+                detail = ": " + " | ".join(lines)
+            out.append(f"{rel}: differs from its rebuild from the stored release{detail}")
+    return out
 
-    return _SECTION.sub(mask, page)
+
+def _times(kept: Path) -> list[str]:
+    """One modification time for the whole folder; fixed dates in the app's zip."""
+    stamps = {p.stat().st_mtime for p in [kept, *kept.rglob("*")]}
+    out = [] if len(stamps) == 1 else [f"{len(stamps)} different file times in the output"]
+    with zipfile.ZipFile(BytesIO(zip_directory(kept))) as archive:
+        dates = {(i.date_time, i.external_attr) for i in archive.infolist()}
+    if dates != {((1980, 1, 1, 0, 0, 0), 0o644 << 16)}:
+        out.append(f"the zip's entries carry dates or modes: {sorted(dates)[:3]}")
+    return out
 
 
 def _neighbours() -> tuple[tuple[np.ndarray, np.ndarray],
@@ -196,24 +243,54 @@ def _neighbours() -> tuple[tuple[np.ndarray, np.ndarray],
 @pytest.mark.parametrize(("task", "extra"), TASKS,
                          ids=[f"{t}-{i}" for i, (t, _) in enumerate(TASKS)])
 def test_neighbours__publish_nothing_data_dependent_but_the_release(tmp_path, task, extra):
-    # D is released once and compared with each neighbour, all at the same paths and seed.
-    # Figures are never compared (they show the release), so they are built but not drawn.
+    # D's figures are drawn for real (they are rebuilt and compared byte for byte); the
+    # neighbours' are built from their data but not drawn: only their stores and ledgers are
+    # compared, and the rebuild of D uses their public inputs.
     (x, g), neighbours = _neighbours()
-    problems: list[str] = []
-    with figures_not_rendered():
-        a = _release(tmp_path, task, extra, x, g, tmp_path / "keep_D")
-        for i, (label, x2, g2) in enumerate(neighbours):
-            b = _release(tmp_path, task, extra, x2, g2, tmp_path / f"keep_{i}")
-            found = _diff_store(a["store"], b["store"])
-            pa, pb = _report_public(a["report"]), _report_public(b["report"])
-            if pa != pb:
-                import difflib
-
-                lines = list(difflib.unified_diff(pa.split("><"), pb.split("><"), n=0,
-                                                  lineterm=""))[2:8]
-                found.append("report.html differs outside the release: " + " | ".join(lines))
-            _diff_json(a["ledger"], b["ledger"], "ledger", found)
-            if a["config"] != b["config"]:
-                found.append("config.yaml differs")
-            problems += [f"[{label}] {f}" for f in found]
+    config = _config(tmp_path, task, extra)
+    _, events_a = _release(tmp_path, task, extra, x, g, tmp_path / "keep_D")
+    kept = tmp_path / "keep_D"
+    problems = [f"[D] {f}" for f in _times(kept)]
+    for i, (label, x2, g2) in enumerate(neighbours):
+        with figures_not_rendered():
+            outcome_b, events_b = _release(tmp_path, task, extra, x2, g2, tmp_path / f"keep_{i}")
+        found = _diff_store(kept / f"{task}.zarr", tmp_path / f"keep_{i}" / f"{task}.zarr")
+        found += _rebuild(tmp_path, config, kept, outcome_b)
+        # a release whose per-call records are post-processing (PACE-GGM's rounds) declares
+        # its "ledger"; the persistent ledger holds the same records
+        skip = {"records"} if "ledger" in _declared(load_result(
+            kept / f"{task}.zarr").metadata) else set()
+        _diff_json(events_a, events_b, "ledger", skip, found)
+        problems += [f"[{label}] {f}" for f in found]
     assert not problems, "\n".join(problems)
+
+
+def test_neighbours__the_check_sees_a_leak(tmp_path):
+    """The comparison is not blind: a run time in the report, an unmarked changed array and a
+    statistic in the metadata are each found."""
+    (x, g), [(_, x2, g2), _] = _neighbours()
+    with figures_not_rendered():
+        _, _ = _release(tmp_path, "loading", {}, x, g, tmp_path / "a")
+        outcome, _ = _release(tmp_path, "loading", {}, x2, g2, tmp_path / "b")
+    config = _config(tmp_path, "loading", {})
+    page = tmp_path / "a" / "report.html"
+    page.write_text(page.read_text().replace("</main>", "<p>Wall time 4.70 s</p></main>"))
+    store_a = tmp_path / "a" / "loading.zarr"
+    doc_path = store_a / "zarr.json"
+    doc = json.loads(doc_path.read_text())
+    meta = json.loads(doc["attributes"]["dppca_metadata"])
+    meta["column_means"] = x.mean(axis=0).tolist()
+    doc["attributes"]["dppca_metadata"] = json.dumps(meta)
+    doc_path.write_text(json.dumps(doc))
+    for array in _private_arrays(store_a):  # one released array no longer marked private
+        node = json.loads((array / "zarr.json").read_text())
+        node["attributes"]["private"] = 0
+        (array / "zarr.json").write_text(json.dumps(node))
+        break
+    with figures_not_rendered():
+        found = _diff_store(store_a, tmp_path / "b" / "loading.zarr")
+        found += _rebuild(tmp_path, config, tmp_path / "a", outcome)
+    text = "\n".join(found)
+    assert "report.html: differs" in text and "Wall time" in text
+    assert "column_means" in text
+    assert "bytes differ, and the array is not marked private" in text

@@ -89,7 +89,7 @@ def _ledger_total_row(page: str) -> str:
 
 
 def test_render_report__loading_defaults(data):
-    fit = dp_loading(data, privacy=PC, rng=1)
+    fit = dp_loading(data, privacy=PC)  # unseeded: a seeded release is NOT PRIVATE
     page = render_report(fit)
     checker = check_html(page)
     assert len(checker.srcs) == 1  # the loading plot, drawn from the result
@@ -109,7 +109,9 @@ def test_render_report__grouped_score_with_reference(data):
     page = render_report(fit, rng=2)
     checker = check_html(page)
     assert len(checker.srcs) == 1
-    assert "Not a private release as a whole" in page
+    assert "NOT PRIVATE: not a private release as a whole" in page
+    assert "non-private reference" not in page or "Outside the guarantee" in page
+    assert "seeded by the caller" in page  # rng=1
     assert "Private frame (durfee" in page and "Groups (sizes treated as public)" in page
     foot = _ledger_total_row(page)
     total = fit.metadata["ledger_total"]

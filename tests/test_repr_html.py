@@ -11,6 +11,7 @@ import pytest
 
 from dppca_dask import (
     clipped_control,
+    dp_covariance,
     dp_loading,
     dp_pca,
     dp_score,
@@ -90,9 +91,10 @@ def examples() -> dict[str, Result]:
 
 @pytest.fixture(scope="module")
 def private_fits() -> dict[str, Result]:
-    """Fits without any non-private element (the covariance ones are in ``examples``)."""
+    """Fits without any non-private element (the covariance ones are in ``examples``): no seed,
+    since a caller-seeded release is NOT PRIVATE."""
     x = np.random.default_rng(5).normal(size=(300, 4)) * [3.0, 2.0, 1.0, 0.5]
-    an = {"calibration": "analytic", "rng": SEED}
+    an = {"calibration": "analytic", "rng": None}
     return {
         "loading": dp_loading(x, privacy=PC, **an),
         "scree": dp_scree(x, privacy=PC, k=2, control=clipped_control(C_clip=40), **an),
@@ -154,6 +156,21 @@ def test_repr_html__private_result_shows_private(private_fits, label):
     assert "NOT PRIVATE" not in card.text
 
 
+def test_repr_html__seeded_release_is_not_private():
+    """A release whose generator the caller fixed can be recomputed from the seed."""
+    x = np.random.default_rng(5).normal(size=(300, 4))
+    for fit in (dp_loading(x, privacy=PC, calibration="analytic", rng=SEED),
+                dp_covariance(x, rho=0.5, bounds=8.0, method="ssp",
+                              rng=np.random.default_rng(SEED))):
+        card = _card(fit)
+        assert card.badges == ["NOT PRIVATE"]
+        assert "seeded by the caller" in card.text
+        assert fit.dataset.attrs["dppca_guarantee"].startswith("NOT PRIVATE: the noise generator")
+        assert fit.metadata["rng"]["guarantee"] == fit.dataset.attrs["dppca_guarantee"]
+    unseeded = dp_loading(x, privacy=PC, calibration="analytic")
+    assert unseeded.dataset.attrs["dppca_guarantee"] == "private"
+
+
 @pytest.mark.parametrize("label", ["covariance_ssp", "covariance_private"])
 def test_repr_html__private_covariance_shows_private(examples, label):
     card = _card(examples[label])
@@ -180,10 +197,12 @@ def test_repr_html__observed_group_sizes_are_not_private():
     assert "group_size (unless group sizes are public)" in card.text
 
 
-def test_repr_html__never_shows_the_seed(private_fits):
-    for result in private_fits.values():
-        assert str(SEED) not in result._repr_html_()
-        assert result.metadata["rng"]["seeded"] is True  # the fit was seeded
+def test_repr_html__never_shows_the_seed():
+    x = np.random.default_rng(5).normal(size=(300, 4)) * [3.0, 2.0, 1.0, 0.5]
+    seed = 987654321
+    fit = dp_loading(x, privacy=PC, calibration="analytic", rng=seed)
+    assert fit.metadata["rng"]["seeded"] is True  # the fit was seeded
+    assert str(seed) not in fit._repr_html_() and str(seed) not in fit.dataset.attrs["dppca_metadata"]
 
 
 def test_repr_html__escapes_text():

@@ -72,13 +72,20 @@ def fresh_run_directory(base: str | Path) -> Path:
 
 
 def zip_directory(directory: str | Path) -> bytes:
-    """The run directory as a zip archive (its folder name at the top)."""
+    """The run directory as a zip archive (its folder name at the top).
+
+    Every entry carries the same fixed date (1980-01-01) and mode: a file's time of writing
+    depends on how long the run took, which depends on the data."""
     root = Path(directory)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(root.rglob("*")):
             if path.is_file():
-                archive.write(path, Path(root.name) / path.relative_to(root))
+                info = zipfile.ZipInfo(str(Path(root.name) / path.relative_to(root)),
+                                       date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, path.read_bytes())
     return buffer.getvalue()
 
 

@@ -293,8 +293,9 @@ def release_covariance(
                            mean=None if mean is None else mean / bounds, clip=clip)
         weights = fit.weights
         measured = weights > 0
+        # no solver time: wall-clock is not a release (it would depend on the machine's load)
         info.update(rounds=fit.rounds, anneals=fit.anneals, solver=control.solver,
-                    solver_seconds=fit.solver_seconds, solver_iterations=fit.solver_iterations,
+                    solver_iterations=fit.solver_iterations,
                     solver_converged=fit.solver_converged)
         estimate = CovarianceEstimate(
             fit.covariance * scale, measured, np.where(measured, weights / scale**2, 0.0),
@@ -335,12 +336,25 @@ def release_covariance(
                               [rel.record], _measured_info(info, measured))
 
 
+POST_PROCESSING_KEYS = ("measured_offdiagonal", "measured_fraction", "rounds", "anneals",
+                        "solver_iterations", "solver_converged", "ledger")
+"""Metadata keys of a covariance release that are post-processing of its private outputs. For
+PACE-GGM this includes the ledger's per-round records: which entry each round measured and how
+many rounds ran (annealing) follow the private selections; their total (``ledger_total``) is
+the public plan's."""
+
+
 def _measured_info(info: dict[str, Any], measured: np.ndarray) -> dict[str, Any]:
     d = measured.shape[0]
     pairs = d * (d - 1) // 2
     count = int(np.count_nonzero(np.triu(measured, 1)))
     info.update(measured_offdiagonal=count, offdiagonal_pairs=pairs,
                 measured_fraction=count / pairs if pairs else 0.0)
+    # the metadata keys whose values are post-processing of the release (PACE-GGM's private
+    # selection and the solver's work on the noisy measurements): declared, so that a reader
+    # (and tests/test_neighbours.py) knows they may differ between neighbouring datasets
+    info["post_processing"] = [k for k in POST_PROCESSING_KEYS if k in info
+                               or (k == "ledger" and info["method"] == "pace_ggm")]
     return info
 
 

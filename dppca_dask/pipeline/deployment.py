@@ -20,6 +20,9 @@ combine so that the stricter setting of any source wins.
   false`` is refused before any work. True in any source wins.
 * ``dppca.ledger.require_cap`` (bool, default false): a run on a dataset for which the custodian
   has set no cap (``dppca-dask budget cap``) is refused. True in any source wins.
+* ``dppca.ledger.allow_seeded`` (bool, default false): where the ledger is required, a run config
+  with an ``rng`` seed (a reproducible, NOT PRIVATE release) is refused unless this is true.
+  False in any source wins.
 * ``dppca.ledger.journal_mode`` (``wal``, default, or ``delete``): SQLite's journal. WAL is the
   right choice on a local file system; a ledger on a network file system that several driver
   hosts share needs ``delete`` (and working POSIX locks on that file system).
@@ -47,7 +50,7 @@ from typing import Any
 from dppca_dask.errors import ConfigError
 
 __all__ = ["DeploymentSettings", "apply_deployment", "default_ledger_path",
-           "deployment_settings", "ledger_location", "parse_ledger_url"]
+           "deployment_settings", "ledger_location", "parse_ledger_url", "seeded_refusal"]
 
 _JOURNAL_MODES = ("wal", "delete")
 
@@ -62,6 +65,8 @@ class DeploymentSettings:
     allow_run_config: bool = False
     require_cap: bool = False
     journal_mode: str = "wal"
+    allow_seeded: bool = False
+    """Whether a required ledger admits seeded (reproducible, NOT PRIVATE) releases."""
 
     @property
     def ledger_path(self) -> Path:
@@ -173,6 +178,7 @@ def deployment_settings() -> DeploymentSettings:
     """
     required = require_cap = False
     allow: bool | None = None
+    seeded_ok: bool | None = None
     url: Any = None
     journal = "wal"
     for section in _sections():
@@ -184,6 +190,9 @@ def deployment_settings() -> DeploymentSettings:
         if "allow_run_config" in section:
             value = _as_bool(section["allow_run_config"], "dppca.ledger.allow_run_config")
             allow = value if allow is None else (allow and value)
+        if "allow_seeded" in section:
+            value = _as_bool(section["allow_seeded"], "dppca.ledger.allow_seeded")
+            seeded_ok = value if seeded_ok is None else (seeded_ok and value)
         for name in ("path", "url"):  # url wins over the older name within one source
             if section.get(name) not in (None, ""):
                 url = section[name]
@@ -196,7 +205,7 @@ def deployment_settings() -> DeploymentSettings:
     if url is not None:
         parse_ledger_url(url, "dppca.ledger.url")  # a bad url is an error now, not at the run
     return DeploymentSettings(required, None if url is None else os.fspath(url), bool(allow),
-                              require_cap, journal)
+                              require_cap, journal, bool(seeded_ok))
 
 
 def ledger_location(config: Any, settings: DeploymentSettings | None = None) -> Path:
@@ -228,7 +237,8 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def apply_deployment(config: Any) -> Any:
     """Check a :class:`~dppca_dask.pipeline.config.RunConfig` against the deployment: a required
-    ledger cannot be disabled, a ledger named by the run must be allowed. Returns ``config``
+    ledger cannot be disabled nor take a seeded run (unless ``allow_seeded``), a ledger named by
+    the run must be allowed. Returns ``config``
     unchanged (the ledger's location is :func:`ledger_location`). Raises :class:`ConfigError`."""
     settings = deployment_settings()
     ledger = config.budget_ledger
@@ -236,6 +246,16 @@ def apply_deployment(config: Any) -> Any:
         raise ConfigError("The 'budget_ledger.enabled' config key must be true: this deployment "
                           "requires the persistent budget ledger (Dask config "
                           "dppca.ledger.required). Got false instead.")
+    if settings.ledger_required and config.rng is not None and not settings.allow_seeded:
+        raise ConfigError(seeded_refusal("The 'rng' config key must be left out", config.rng))
     if ledger.enabled:
         ledger_location(config, settings)
     return config
+
+
+def seeded_refusal(what: str, value: Any) -> str:
+    """The message refusing a seeded release where the deployment requires the ledger."""
+    return (f"{what}: this deployment requires the budget ledger (dppca.ledger.required), and a "
+            "release whose noise generator is seeded is reproducible by anyone who knows the "
+            "seed (NOT PRIVATE); the custodian allows such test releases with "
+            f"dppca.ledger.allow_seeded. Got {value!r} instead.")

@@ -48,12 +48,15 @@ from dppca_dask.errors import BudgetError, InputError, PrivacyWarning
 from dppca_dask.io.identity import DatasetIdentity
 from dppca_dask.pipeline.budget_cap import Basic, Cap, Spend, cumulative, fits
 
-__all__ = ["COUNTED", "DatasetEntry", "Ledger", "Reservation", "check_ledger_file", "run_alive"]
+__all__ = ["COUNTED", "SEEDED_EVENT", "DatasetEntry", "Ledger", "Reservation", "check_ledger_file",
+           "run_alive"]
 
 SCHEMA_VERSION = 1
 COUNTED = ("reserved", "released", "failed", "closed")
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _BUSY_MS = 60_000
+SEEDED_EVENT = "NOT PRIVATE: noise generator seeded by the caller"
+"""The note of a seeded release's ledger events (its spend is counted all the same)."""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS datasets (
@@ -419,7 +422,8 @@ class Ledger:
                         (rid, identity.dataset_id, task, output, spend.eps, spend.delta, rho,
                          json.dumps(planned, sort_keys=True), int(seeded), os.getpid(),
                          socket.gethostname(), _now()))
-            self._event(con, "reserve", identity.dataset_id, rid, "reserved", timed=True)
+            self._event(con, "reserve", identity.dataset_id, rid, "reserved",
+                        SEEDED_EVENT if seeded else "", timed=True)
         return rid
 
     def _close(self, rid: str, status: str, *, records: Sequence[dict[str, Any]] | None = None,
@@ -437,6 +441,8 @@ class Ledger:
                         (status, note, None if records is None else json.dumps(
                             [dict(r) for r in records], sort_keys=True),
                          None if seeded is None else int(seeded), rid))
+            if seeded and status in ("released", "failed"):
+                note = f"{SEEDED_EVENT}; {note}" if note else SEEDED_EVENT
             kind = {"released": "release", "failed": "release", "cancelled": "cancel",
                     "freed": "free", "closed": "close"}[status]
             self._event(con, kind, row["dataset"], rid, status, note, timed=timed)

@@ -63,10 +63,11 @@ from dppca_dask.pipeline.tasks.memory import memory_plan
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.privacy.guarantees import guarantee_warnings
 from dppca_dask.privacy.plan import Plan
-from dppca_dask.results.base import Result, write_atomically
+from dppca_dask.results.base import Result, guarantee_of, write_atomically
 from dppca_dask.rng import RngState, as_rng
 
-__all__ = ["DrawTracker", "RunOutcome", "RunPlan", "execute", "plan_run"]
+__all__ = ["DrawTracker", "RunOutcome", "RunPlan", "execute", "plan_run",
+           "post_processing_generator", "summary_text", "write_release"]
 
 
 class _TrackerBase:
@@ -212,8 +213,8 @@ class RunOutcome:
     ``timings``: ``plan`` (plan, metadata, ledger reservation), ``cluster_start``,
     ``pass_<i>`` (each data pass), ``driver`` (the fit's work between passes and opening the
     input), ``cluster_close``, ``write_stores``, ``write_figures`` and ``wall`` (the whole run);
-    the steps sum to ``wall`` but for the report and the ledger's confirmation. They are shown
-    to the operator (the CLI, report.html's "Run times") and never stored in a result."""
+    the steps sum to ``wall`` but for the report and the ledger's confirmation. They depend on
+    the data: the CLI prints them to the operator's terminal; no output file holds them."""
 
     result: Result
     directory: str
@@ -302,9 +303,11 @@ def _check_output(config: RunConfig, overwrite: bool) -> Path:
 def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str,
                    extra: Callable[[Path], None] | None = None,
                    report: Callable[[Path], None] | None = None,
-                   timings: dict[str, float] | None = None) -> None:
+                   timings: dict[str, float] | None = None, stamp: float | None = None) -> None:
     """Write every output into ``tmp``; ``timings`` gets the seconds of the stores and of the
-    task's extra outputs (they go to the report's operator section, never into a store)."""
+    task's extra outputs (for the operator's terminal, never into an output file). With
+    ``stamp`` (the run's start, before any data was read), every file and folder written gets
+    that modification time: when each was written depends on how long the data took."""
     clock = time.perf_counter()
     os.makedirs(tmp)
     base = Path(tmp)
@@ -324,22 +327,58 @@ def _write_outputs(tmp: str, config: RunConfig, result: Result, summary: str,
         timings["write_figures"] = time.perf_counter() - clock
     if report is not None:  # last, so that it embeds the figures written above
         report(base)
+    if stamp is not None:
+        for path in [*base.rglob("*"), base]:
+            os.utime(path, (stamp, stamp), follow_symlinks=False)
 
 
-def _report(config: RunConfig, plan: RunPlan, result: Result, passes: tuple[PassRecord, ...],
-            state: Any, timings: dict[str, float] | None = None,
-            started: float | None = None) -> Callable[[Path], None]:
+def summary_text(result: Result) -> str:
+    """summary.txt: the printed result and its summary, below a NOT PRIVATE line for a release
+    outside the guarantee (a seeded generator)."""
+    text = f"{result!r}\n\n{result.summary()!r}"
+    guarantee = guarantee_of(result.metadata)
+    return text if guarantee == "private" else f"{guarantee}.\n\n{text}"
+
+
+def post_processing_generator(generator: Any) -> Any:
+    """A generator for post-processing (synthetic samples), independent of the noise draws: a
+    child of ``generator`` spawned before any draw (reproducible under a seed), or
+    ``generator`` itself when it cannot spawn (e.g. the R emulator)."""
+    spawn = getattr(generator, "spawn", None)
+    if spawn is None:
+        return generator
+    try:
+        return spawn(1)[0]
+    except (TypeError, ValueError, AttributeError):  # e.g. no SeedSequence behind it
+        return generator
+
+
+def _report(config: RunConfig, source: SourceInfo, result: Result,
+            passes: tuple[PassRecord, ...], state: Any) -> Callable[[Path], None]:
     def write(base: Path) -> None:
         from dppca_dask.report.html import figure_files, write_report
 
         files = figure_files(base)
-        shown = None
-        if timings is not None and started is not None:  # the operator section, nowhere else
-            shown = {**timings, "wall": time.perf_counter() - started}
         write_report(base / "report.html", result, figures=files or None, config=config,
-                     source=plan.source, passes=passes, rng=state.generator, timings=shown)
+                     source=source, passes=passes, rng=state.generator)
 
     return write
+
+
+def write_release(tmp: str, config: RunConfig, result: Result, *, source: SourceInfo,
+                  passes: tuple[PassRecord, ...], post: RngState,
+                  timings: dict[str, float] | None = None, stamp: float | None = None) -> None:
+    """Write every output file of a finished run into the new folder ``tmp``: a function of the
+    release ``result`` and public inputs only (the config, the input's public metadata
+    ``source``, the passes' task counts, the post-processing generator ``post``), so the same
+    arguments write the same bytes -- ``tests/test_neighbours.py`` rebuilds a run's folder from
+    its stored result this way. ``timings`` and ``stamp``: see :func:`_write_outputs`."""
+    spec = TASKS[config.task]
+    write_extra = spec.write_outputs
+    extra = None if write_extra is None else (
+        lambda base: write_extra(config, result, base, post))
+    _write_outputs(tmp, config, result, summary_text(result), extra,
+                   _report(config, source, result, passes, post), timings, stamp=stamp)
 
 
 @contextmanager
@@ -400,6 +439,7 @@ def execute(
     ones (:mod:`dppca_dask.io.duplicates`: a second, non-private pass, only after the failure).
     """
     started = time.perf_counter()
+    wall_started = time.time()  # every output file's mtime: set before any data is read
     config = apply_deployment(config)
     overwrite = config.output.overwrite if overwrite is None else overwrite
     _guard_output(config)
@@ -411,6 +451,9 @@ def execute(
         else:
             warnings.warn(message, PrivacyWarning, stacklevel=2)
     state = as_rng(config.rng, owner="config")
+    # post-processing (synthetic samples in figures) draws from its own generator, split off
+    # before any noise is drawn: its state never depends on how many draws the noise took
+    post = RngState(post_processing_generator(state.generator), state.seeded)
     tracker = DrawTracker(state.generator)
     state = RngState(tracker, state.seeded)
     spec = TASKS[config.task]
@@ -439,15 +482,11 @@ def execute(
             timings["driver"] = max(0.0, fitted - begin - sum(p.seconds for p in log)) + opened
         timings["cluster_close"] = time.perf_counter() - fitted
         entry["records"] = [r.as_dict() for r in result.ledger]
-        summary = f"{result!r}\n\n{result.summary()!r}"
-        write_extra = spec.write_outputs
-        extra = None if write_extra is None else (
-            lambda base: write_extra(config, result, base, state))
         passes = tuple(log)
-        report = _report(config, plan, result, passes, state, timings, started)
         write_atomically(
-            directory, lambda tmp: _write_outputs(tmp, config, result, summary, extra, report,
-                                                  timings),
+            directory, lambda tmp: write_release(tmp, config, result, source=plan.source,
+                                                 passes=passes, post=post, timings=timings,
+                                                 stamp=wall_started),
             overwrite=overwrite,
         )
     timings["wall"] = time.perf_counter() - started

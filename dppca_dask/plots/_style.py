@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 __all__ = ["ASPECT_FACTOR", "MECHANISM_NAMES", "MIN_PANEL", "mechanism_title", "wrap_title", "caption_line", "figure", "footer", "frame_panel",
@@ -227,6 +228,27 @@ def style_panel(
     ax.set_facecolor("white")
 
 
+_NO_DATES = {"svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None},
+             "eps": {"CreationDate": None}, "ps": {"CreationDate": None}}
+
+
+def save_figure(figure: Any, target: Any, *, dpi: int, format: str | None = None,
+                tight: bool = True) -> None:
+    """``figure.savefig`` with nothing in the file but the figure: no creation date (SVG, PDF,
+    PostScript write the time of writing, which depends on how long the run took) and SVG ids
+    from a fixed salt, so the same figure gives the same bytes."""
+    from matplotlib import rc_context
+
+    fmt = (format or Path(str(target)).suffix.lstrip(".") or "png").lower()
+    options: dict[str, Any] = {"dpi": dpi, "format": fmt}
+    if tight:
+        options.update(bbox_inches="tight", pad_inches=0.1)
+    if fmt in _NO_DATES:
+        options["metadata"] = _NO_DATES[fmt]
+    with rc_context({"svg.hashsalt": "dppca_dask"}):
+        figure.savefig(target, **options)
+
+
 class SavedFigure:
     """Mixin of the plot results: ``save(path)`` and the notebook PNG representation.
 
@@ -237,12 +259,12 @@ class SavedFigure:
 
     def save(self, path: str, *, dpi: int = 150) -> str:
         """Write the figure (format from the extension, e.g. ``.png``)."""
-        self.figure.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.1)
+        save_figure(self.figure, path, dpi=dpi)
         return str(path)
 
     def _repr_png_(self) -> bytes:  # pragma: no cover - notebooks
         import io
 
         buf = io.BytesIO()
-        self.figure.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.1)
+        save_figure(self.figure, buf, dpi=100, format="png")
         return buf.getvalue()

@@ -3,18 +3,18 @@
 The page needs no network: styles are inline, figures are embedded as base64 PNG data URIs, and
 it has no scripts and no external links. It shows, in order:
 
-* a banner when non-private reference values are included (then the page is not a private release);
+* a NOT PRIVATE banner when anything on the page lies outside the guarantee (non-private
+  reference values, a generator seeded by the caller: :func:`~dppca_dask.results.html.non_private_elements`);
 * the printed result and its summary;
 * the dataset (public shape, chunks, variable names);
 * the privacy budget: the allocation per component and the ledger of every mechanism call with
   its basic-composition total;
 * sections contributed by the result's kind (directions, scree/PVE table, frame and histograms…);
 * every figure (the PNGs the run wrote, or figures drawn from the result);
-* the resolved config (never a seed) and the work of the data passes (tasks);
-* when the runner passes them, the run's wall-clock times (cluster start, each pass, driver work,
-  writing outputs) in a separate operator section: they depend on the data, so they are shown
-  here only -- never in a result store, summary, config or ledger -- and marked as not part of
-  the release.
+* the resolved config (never a seed) and the work of the data passes (task counts).
+
+No run time is on the page: wall-clock times depend on the data (e.g. the share of tied Kendall
+pairs), so the CLI prints them to the operator's terminal only.
 
 Each result kind contributes sections and default figures through :func:`register_report`; a kind
 without a contributor still gets every generic section. Everything shown is read from the result,
@@ -32,6 +32,7 @@ from typing import Any
 
 import dppca_dask.report.sections  # noqa: F401 - registers the built-in kinds
 from dppca_dask._rformat import format_r_scalar
+from dppca_dask.plots._style import save_figure
 from dppca_dask.report.elements import (
     Raw,
     Section,
@@ -43,6 +44,7 @@ from dppca_dask.report.elements import (
     sections_for,
     table,
 )
+from dppca_dask.results.html import non_private_elements
 
 __all__ = [
     "FIGURE_CAPTIONS",
@@ -81,7 +83,7 @@ def _png(item: Any) -> bytes:
         return Path(item).read_bytes()
     fig = getattr(item, "figure", item)  # a LoadingPlot/ScorePlot, or a Figure
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", pad_inches=0.1)
+    save_figure(fig, buf, dpi=110, format="png")
     return buf.getvalue()
 
 
@@ -269,8 +271,8 @@ def _config_section(config: Any) -> Section:
 
 
 def _work_section(passes: Sequence[Any], source: Any) -> Section:
-    # Wall-clock times are not in this section: it is compared between neighbouring datasets
-    # (tests/test_neighbours.py); the run times are in their own operator section (timings).
+    # No wall-clock time here or anywhere on the page: run times depend on the data, so they go
+    # to the operator's terminal only (tests/test_neighbours.py compares every byte).
     rows = [[p.index, ", ".join(p.outputs), f"{p.tasks:,}"] for p in passes]
     body = ""
     if passes:
@@ -284,40 +286,6 @@ def _work_section(passes: Sequence[Any], source: Any) -> Section:
             body += (f"<p class=note>Input read {times}: about "
                      f"{len(passes) * source.nbytes / 2**20:,.1f} MiB as float64.</p>")
     return Section("Work", body, "work")
-
-
-TIMING_LABELS = {
-    "plan": "Plan, input metadata and ledger reservation",
-    "cluster_start": "Cluster start",
-    "driver": "Driver work (planning the fit, noise, post-processing)",
-    "cluster_close": "Cluster shutdown",
-    "write_stores": "Writing outputs: result stores, config, summary",
-    "write_figures": "Writing outputs: samples and figures",
-}
-"""Labels of the runner's timings (``RunOutcome.timings``); passes are ``pass_<i>``."""
-
-
-def _timings_section(timings: Mapping[str, float]) -> Section:
-    """The run's wall-clock times (operator information; see the module docstring)."""
-    rows = []
-    for key, seconds in timings.items():
-        if key == "wall":
-            continue
-        label = (f"Data pass {key.split('_', 1)[1]}" if key.startswith("pass_")
-                 else TIMING_LABELS.get(key, key.replace("_", " ")))
-        rows.append([label, f"{seconds:,.2f}"])
-    counted = sum(v for k, v in timings.items() if k != "wall")
-    wall = timings.get("wall", counted)
-    share = 100.0 * counted / wall if wall > 0 else 100.0
-    body = table(["Step", "Seconds"], rows,
-                 total=[f"Wall time up to this report ({share:.1f} % accounted for above)",
-                        f"{wall:,.2f}"])
-    body += ("<p class=note>Operator information, not part of the release: run times depend "
-             "on the data (e.g. the share of tied Kendall pairs) and on the machine, so they are "
-             "never written into a result store, the summary, the config or the ledger. Remove "
-             "this section before publishing the report where timing must not be disclosed. "
-             "Writing this report itself is not included.</p>")
-    return Section("Run times", body, "timings")
 
 
 # --- page ---------------------------------------------------------------------------------------
@@ -351,7 +319,6 @@ def render_report(
     passes: Sequence[Any] = (),
     title: str | None = None,
     rng: Any = None,
-    timings: Mapping[str, float] | None = None,
 ) -> str:
     """The report of ``result`` as one HTML string (see the module docstring).
 
@@ -369,13 +336,11 @@ def render_report(
     source
         The input's :class:`~dppca_dask.io.data.SourceInfo` (public metadata).
     passes
-        :class:`~dppca_dask.graph.passlog.PassRecord` items of the run (their task counts are shown;
-        their times appear only through ``timings``).
+        :class:`~dppca_dask.graph.passlog.PassRecord` items of the run (their task counts are
+        shown, never their times: run times depend on the data and go to the operator's terminal
+        only).
     title
         Page title (default from the result kind).
-    timings
-        The run's wall-clock times in seconds (the runner's ``RunOutcome.timings`` so far,
-        ``"wall"`` the total): shown in the operator section "Run times" only.
 
     Examples
     --------
@@ -405,12 +370,10 @@ def render_report(
         sections.append(_config_section(config))
     if passes:
         sections.append(_work_section(passes, source))
-    if timings:
-        sections.append(_timings_section(timings))
-    if meta.get("non_private"):
-        banner = ('<div class=banner><b>Not a private release as a whole:</b> this report '
-                  "includes non-private reference values (marked NOT PRIVATE or "
-                  "“not private”), requested with non_private=True.</div>")
+    outside = non_private_elements(result)
+    if outside:
+        banner = ('<div class=banner><b>NOT PRIVATE: not a private release as a whole.</b> '
+                  "Outside the guarantee: " + esc("; ".join(outside)) + ".</div>")
     else:
         banner = ("<div class=ok>Every value and figure on this page is a private release or "
                   "post-processing of one (no non-private reference was stored).</div>")

@@ -2,7 +2,9 @@
 
 Every result stores its data variables, plus two attrs: ``dppca_kind`` (which result type) and
 ``dppca_metadata`` (JSON: n, p, budgets, ledger, calibration, whether the noise generator was
-seeded -- never the seed). Non-private reference variables carry ``private = 0`` and a
+seeded -- never the seed), and ``dppca_guarantee``: ``"private"``, or ``"NOT PRIVATE: ..."`` when
+the caller fixed the noise generator (:data:`SEEDED_NOTE`: anyone who knows or guesses the seed
+can recompute the noise). Non-private reference variables carry ``private = 0`` and a
 description starting with "NOT PRIVATE". ``to_zarr``/``to_netcdf`` write the Dataset atomically
 (a temporary sibling, then a rename) and refuse to overwrite unless asked; :func:`load_result`
 reads either back into the same result type.
@@ -106,12 +108,29 @@ def consolidate_zarr(path: str | os.PathLike[str]) -> None:
         zarr.consolidate_metadata(os.fspath(path))
 
 
+SEEDED_NOTE = ("NOT PRIVATE: the noise generator was seeded by the caller, so anyone who knows "
+               "or guesses the seed can recompute the noise and remove it (tests and demos "
+               "only)")
+"""What a release made with a caller-fixed generator is marked with (attributes, report,
+summary, ledger)."""
+
+
+def guarantee_of(meta: dict[str, Any]) -> str:
+    """``"private"``, or the NOT PRIVATE note of a seeded release, from its metadata."""
+    return SEEDED_NOTE if meta.get("rng", {}).get("seeded") else "private"
+
+
 @dataclass(frozen=True)
 class Result:
     """Base of the result types: an immutable view of one Dataset."""
 
     dataset: xr.Dataset
     kind: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        """Every result says in its attributes whether its noise is outside the guarantee."""
+        if "dppca_metadata" in self.dataset.attrs:
+            self.dataset.attrs["dppca_guarantee"] = guarantee_of(self.metadata)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -146,15 +165,19 @@ class Result:
     def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the Dataset as a Zarr store (atomically; refuses to overwrite by default)."""
         def write(tmp: str) -> None:
-            self.dataset.to_zarr(tmp, mode="w", consolidated=False)
+            plain_strings(self.dataset).to_zarr(tmp, mode="w", consolidated=False)
             consolidate_zarr(tmp)
 
         return write_atomically(path, write, overwrite=overwrite)
 
     def to_netcdf(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
-        """Write the Dataset as NetCDF-4 (h5netcdf engine; atomic; no overwrite by default)."""
+        """Write the Dataset as NetCDF-4 (h5netcdf engine; atomic; no overwrite by default).
+
+        Labels are written in one canonical form (:func:`plain_strings`), so the same values give
+        the same bytes whether the result was just fitted or loaded from a store."""
         return write_atomically(
-            path, lambda tmp: self.dataset.to_netcdf(tmp, engine="h5netcdf"), overwrite=overwrite
+            path, lambda tmp: plain_strings(self.dataset).to_netcdf(tmp, engine="h5netcdf"),
+            overwrite=overwrite
         )
 
 
@@ -212,15 +235,22 @@ def rename_legacy(ds: xr.Dataset) -> xr.Dataset:
 
 
 def plain_strings(ds: xr.Dataset) -> xr.Dataset:
-    """Labels come back from stores as object or StringDType arrays; make them plain ``str``."""
+    """Labels come back from stores as object or StringDType arrays; make them object arrays of
+    plain ``str`` (as the estimators build them: :func:`coord_labels`), and drop the store's
+    encodings, so that a loaded result equals the one that was written (writing it again gives
+    the same bytes)."""
     fixed = {}
     for name, var in ds.variables.items():
-        if var.dtype.kind in "OT":
-            values = np.array([str(v) for v in var.values.ravel()]).reshape(var.shape)
+        if var.dtype.kind in "OTU":
+            values = coord_labels(var.values.ravel()).reshape(var.shape)
             fixed[name] = var.copy(data=values)
-    return ds.assign_coords({k: v for k, v in fixed.items() if k in ds.coords}).assign(
+    ds = ds.assign_coords({k: v for k, v in fixed.items() if k in ds.coords}).assign(
         {k: v for k, v in fixed.items() if k not in ds.coords}
-    )
+    ).drop_encoding()
+    # one order of the variables (a store lists them sorted): the writers follow it
+    return xr.Dataset({k: ds.variables[k] for k in sorted(map(str, ds.data_vars))},
+                      coords={k: ds.variables[k] for k in sorted(map(str, ds.coords))},
+                      attrs=ds.attrs)
 
 
 def budget_line(budget: dict[str, float]) -> str:
@@ -358,7 +388,8 @@ def base_metadata(
         "calibration": calibration,
         "ledger": ledger_to_dicts(ledger),
         "ledger_total": ledger_totals(ledger),
-        "rng": {"seeded": seeded, "source": "caller-seeded" if seeded else "os-entropy"},
+        "rng": {"seeded": seeded, "source": "caller-seeded" if seeded else "os-entropy",
+                "guarantee": SEEDED_NOTE if seeded else "private"},
         "non_private": non_private,
         **(extra or {}),
     }

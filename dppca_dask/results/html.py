@@ -84,6 +84,9 @@ def non_private_elements(result: Any) -> list[str]:
         found.append("empirical centre of the scores")
     if not found and result.metadata.get("non_private"):
         found.append("non-private reference")
+    if result.metadata.get("rng", {}).get("seeded"):
+        found.append("the noise: its generator was seeded by the caller (reproducible by anyone "
+                     "who knows the seed)")
     return found
 
 

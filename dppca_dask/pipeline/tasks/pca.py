@@ -35,6 +35,7 @@ from dppca_dask.pca.scree_utility import noise_lines
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.score import histogram_line, samples_table, score_noise
 from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, pairs_of
+from dppca_dask.plots._style import save_figure
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
@@ -187,4 +188,4 @@ def pca_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> 
     panels.save(str(base / "pca_biplot.png"), dpi=opts.dpi)
     result.loading.plot().save(str(base / "loading.png"), dpi=opts.dpi)  # type: ignore[attr-defined]
     fig = result.scree.plot(type="pve")  # type: ignore[attr-defined]
-    fig.savefig(base / "scree_pve.png", dpi=opts.dpi, bbox_inches="tight", pad_inches=0.1)
+    save_figure(fig, base / "scree_pve.png", dpi=opts.dpi)

@@ -33,6 +33,7 @@ from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
 from dppca_dask.pca.scree_utility import noise_lines
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, loading_line, pairs_of
+from dppca_dask.plots._style import save_figure
 from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import LoadingResult, Result, load_result
@@ -165,4 +166,5 @@ def scree_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -
     for kind in dict.fromkeys(opts.plots):
         fig = result.plot(type=kind)
         for fmt in dict.fromkeys(opts.plot_formats):
-            fig.savefig(base / f"scree_{kind}.{fmt}", dpi=opts.dpi, format=fmt)
+            save_figure(fig, base / f"scree_{kind}.{fmt}", dpi=opts.dpi, format=fmt,
+                        tight=False)
