@@ -80,3 +80,25 @@ def test_accounting__failure_before_noise_refunds_after_noise_keeps(monkeypatch)
         dp_covariance(X, rho=0.1, bounds=10.0, rng=1)
     statuses = [r.status for r in _ledger().reservations(_named("survey-c"))]
     assert statuses == ["cancelled", "released"]
+
+
+def test_budget_show__accepts_every_name_budget_list_prints():
+    """`budget list` prints a notebook ledger's dataset as `<id>  python:NAME`: `budget show`
+    (and `budget cap`) take either."""
+    from click.testing import CliRunner
+
+    from dppca_dask.cli import main
+
+    with accounting(dataset="survey-list"):
+        dp_loading(X, privacy=PC)
+    listed = CliRunner().invoke(main, ["budget", "list"])
+    assert listed.exit_code == 0, listed.output
+    line = next(t for t in listed.output.splitlines() if t.endswith("python:survey-list"))
+    dataset_id, location = line.split()
+    for name in (dataset_id, location):
+        shown = CliRunner().invoke(main, ["budget", "show", name])
+        assert shown.exit_code == 0, shown.output
+        assert f"Dataset {dataset_id}" in shown.output and "released" in shown.output
+    capped = CliRunner().invoke(main, ["budget", "cap", location, "--eps", "3", "--delta",
+                                       "1e-5"])
+    assert capped.exit_code == 0 and f"Dataset {dataset_id}" in capped.output, capped.output

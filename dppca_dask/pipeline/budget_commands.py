@@ -45,8 +45,18 @@ def _identity(dataset: str, array: str | None, *, must_exist: bool = True) -> Da
         return resolve_dataset(dataset, array, pick=False)
 
 
+def _known(ledger: Ledger, dataset: str) -> DatasetEntry | None:
+    """The ledger's entry for either name ``budget list`` prints: the dataset id or its
+    location exactly as recorded (e.g. ``python:NAME`` of a notebook ledger)."""
+    entry = ledger.dataset(dataset)
+    if entry is not None:
+        return entry
+    named = [e for e in ledger.datasets() if e.location == dataset]
+    return named[0] if len(named) == 1 else None
+
+
 def _entries(ledger: Ledger, dataset: str, array: str | None) -> list[DatasetEntry]:
-    entry = ledger.dataset(dataset) if array is None else None
+    entry = _known(ledger, dataset) if array is None else None
     if entry is not None:
         return [entry]
     identity = _identity(dataset, array, must_exist=False)
@@ -152,7 +162,7 @@ def cap(dataset: str, array: str | None, eps: float | None, delta: float | None,
                              + ("--remove with a cap" if remove else "none of them") + " instead.")
     limit = None if remove else Cap(eps, delta, rho)
     ledger = open_ledger(ledger_path, create=True)
-    known = ledger.dataset(dataset) if array is None else None
+    known = _known(ledger, dataset) if array is None else None
     if known is not None:
         location, _, inner = known.location.partition("::")
         identity = DatasetIdentity(location, inner or None, dataset_id=known.id,
