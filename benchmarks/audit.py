@@ -2,13 +2,13 @@
 
 For each mechanism (dppca_dask.privacy.audit.AUDITS): a worst-case neighbouring pair, the likelihood-ratio
 statistic for it, and a 95 %-confidence Clopper-Pearson lower bound on epsilon, for the shipped
-mechanism and for a copy with its noise scaled by 0.7. The bound must stay at or under the claimed
-epsilon for the shipped one and exceed it for the x 0.7 one. Then dp_loading's Kendall release on
+mechanism and for a copy with its noise scaled by 0.9. The bound must stay at or under the claimed
+epsilon for the shipped one and exceed it for the x 0.9 one. Then dp_loading's Kendall release on
 real neighbouring data, and the floating-point membership attack on the shipped Laplace/Gaussian
 releases and on deliberately naive float baselines (which it must catch).
 
     python benchmarks/audit.py              # default sample counts, a few minutes
-    python benchmarks/audit.py --quick      # a quarter of the samples (x 0.7 catches not assured)
+    python benchmarks/audit.py --quick      # a quarter of the samples (x 0.9 catches not assured)
     python benchmarks/audit.py --seed 1     # reproducible
 """
 
@@ -48,10 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     share = 4 if args.quick else 1
-    print("Empirical epsilon lower bounds (95 % Clopper-Pearson), shipped vs noise x 0.7; "
+    print("Empirical epsilon lower bounds (Clopper-Pearson at alpha 1e-6, the float attack at 95 %), "
+          "shipped vs noise x 0.9; "
           "samples = releases per neighbour")
     print(f"{'mechanism':<33} {'family':<15} {'claim':>6} {'delta':>7} {'shipped':>8} "
-          f"{'x 0.7':>8} {'caught':>7} {'samples':>8} {'seconds':>8}  verdict")
+          f"{'x 0.9':>8} {'caught':>7} {'samples':>8} {'seconds':>8}  verdict")
     good = True
     for name, audit in AUDITS.items():
         if args.only is not None and name not in args.only:
@@ -59,14 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         n = audit.samples // share
         start = time.perf_counter()
         ok = run_audit(name, samples=n, rng=rng).epsilon_lower
-        bad = run_audit(name, noise_factor=0.7, samples=n, rng=rng).epsilon_lower
+        bad = run_audit(name, noise_factor=0.9, samples=n, rng=rng).epsilon_lower
         good &= _row(name, audit.family, audit.claimed_eps, audit.delta, ok, bad, n,
                      time.perf_counter() - start)
     if args.only is None or "kendall" in args.only:
-        n = 10000 // share
+        n = 40000 // share
         start = time.perf_counter()
         ok = audit_kendall_release(reps=n, rng=rng).epsilon_lower
-        bad = audit_kendall_release(reps=n, noise_factor=0.7, rng=rng).epsilon_lower
+        bad = audit_kendall_release(reps=n, noise_factor=0.9, rng=rng).epsilon_lower
         good &= _row("kendall (dp_loading, tight)", "Gaussian", 1.0, 0.05, ok, bad, n,
                      time.perf_counter() - start)
     print("\nFloating-point membership attack (s = 0 vs s = 3; is the output fl(scale*x)?)")
