@@ -51,6 +51,10 @@ def _session_ledger(tmp_path_factory) -> Iterator[Path]:
         mp.setenv("DPPCA_LEDGER__URL", str(path))
         mp.setenv("DPPCA_LEDGER__ALLOW_RUN_CONFIG", "true")
         mp.setenv("XDG_DATA_HOME", str(path.parent / "xdg-data"))
+        # nor the machine's custodian file (tests/test_custodian.py sets its own)
+        from dppca_dask.pipeline import deployment
+
+        mp.setattr(deployment, "SYSTEM_FILE", path.parent / "no-custodian-file.yaml")
         yield path
 
 

@@ -42,15 +42,14 @@ class BudgetStatus:
 def budget_status(choice: DatasetChoice) -> BudgetStatus:
     """What the deployment's ledger holds for ``choice`` (reading never creates a ledger)."""
     from dppca_dask.io.identity import resolve_dataset
-    from dppca_dask.pipeline.deployment import deployment_settings
-    from dppca_dask.pipeline.ledger import Ledger
+    from dppca_dask.pipeline.deployment import deployment_settings, open_deployment_ledger
 
     settings = deployment_settings()
     where = settings.ledger_path
     identity = resolve_dataset(choice.path, choice.array)
     entry = spend = None
     if where.exists():
-        ledger = Ledger(where, create=False, journal_mode=settings.journal_mode)
+        ledger = open_deployment_ledger(where, settings, create=False)
         entry = ledger.dataset(identity.dataset_id)
         if entry is not None:
             spend = ledger.spent(entry.id)

@@ -13,10 +13,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from dppca_dask.errors import InputError, ParameterError
+from dppca_dask.errors import BudgetError, InputError, ParameterError
 from dppca_dask.io.identity import DatasetIdentity, resolve_dataset, stamp_dataset_id
 from dppca_dask.pipeline.budget_cap import Cap
-from dppca_dask.pipeline.deployment import deployment_settings, parse_ledger_url
+from dppca_dask.pipeline.deployment import (
+    custodian_refusal,
+    deployment_settings,
+    open_deployment_ledger,
+    parse_ledger_url,
+)
 from dppca_dask.pipeline.ledger import DatasetEntry, Ledger, Reservation, run_alive
 from dppca_dask.pipeline.ledger_legacy import import_jsonl, is_jsonl_ledger
 
@@ -31,7 +36,21 @@ def open_ledger(path: str | None, *, create: bool) -> Ledger:
     """The ledger ``--ledger`` names, else the deployment's (``dppca.ledger.url``)."""
     settings = deployment_settings()
     where = settings.ledger_path if path is None else parse_ledger_url(path, "--ledger")
-    return Ledger(where, create=create, journal_mode=settings.journal_mode)
+    return open_deployment_ledger(where, settings, create=create)
+
+
+def _custodian(command: str, ledger_path: str | None) -> None:
+    """Refuse a caller without the custodian's authority; with the custodian's file, also a
+    ``--ledger`` other than the deployment's (the file pins it)."""
+    settings = deployment_settings()
+    refusal = custodian_refusal(command, settings)
+    if refusal is not None:
+        raise BudgetError(refusal)
+    if settings.system_file is not None and ledger_path is not None \
+            and parse_ledger_url(ledger_path, "--ledger") != settings.ledger_path:
+        raise BudgetError(f"Refused: the custodian's deployment file {settings.system_file!r} "
+                          f"pins the ledger to {str(settings.ledger_path)!r}; --ledger "
+                          f"{ledger_path!r} names another one. Nothing was changed.")
 
 
 def _identity(dataset: str, array: str | None, *, must_exist: bool = True) -> DatasetIdentity:
@@ -161,6 +180,7 @@ def cap(dataset: str, array: str | None, eps: float | None, delta: float | None,
                              "or --remove. Got "
                              + ("--remove with a cap" if remove else "none of them") + " instead.")
     limit = None if remove else Cap(eps, delta, rho)
+    _custodian("cap", ledger_path)
     ledger = open_ledger(ledger_path, create=True)
     known = _known(ledger, dataset) if array is None else None
     if known is not None:
@@ -198,6 +218,7 @@ def adopt(dataset: str, array: str | None, ledger_path: str | None) -> str:
 
 def release(reservation_id: str, spent: bool, force: bool, ledger_path: str | None) -> str:
     """``budget release``: the custodian closes an unfinished run's reservation."""
+    _custodian("release", ledger_path)
     r = open_ledger(ledger_path, create=False).free(reservation_id, spent=spent, force=force)
     return (f"Reservation {r.id} of dataset {r.dataset}: "
             + ("closed as spent." if spent else "released (refunded)."))
@@ -205,6 +226,7 @@ def release(reservation_id: str, spent: bool, force: bool, ledger_path: str | No
 
 def import_old(old: str, ledger_path: str | None) -> str:
     """``budget import``: copy a JSON-lines ledger of an earlier version (left unchanged)."""
+    _custodian("import", ledger_path)
     ledger = open_ledger(ledger_path, create=True)
     copied = import_jsonl(ledger, old)
     lines = [f"  {rid}: {key} -> dataset {dataset_id}" for rid, key, dataset_id in copied]

@@ -27,8 +27,23 @@ combine so that the stricter setting of any source wins.
   right choice on a local file system; a ledger on a network file system that several driver
   hosts share needs ``delete`` (and working POSIX locks on that file system).
 
-Caps live in the ledger (set by the custodian with ``dppca-dask budget cap``), not here and not in
-the run config (which may only lower them for one run).
+* ``dppca.ledger.caps_url`` (path or ``sqlite:///`` URL, default none): the custodian's caps
+  database. With it, every cap is read from that file and ``budget cap`` writes there; the
+  ledger's own cap columns are ignored. Make it readable by the analysts and writable by the
+  custodian only (the ledger itself must stay writable by every user who runs releases).
+
+Caps are set by the custodian with ``dppca-dask budget cap`` (in the caps database, else in the
+ledger), never here and never in the run config (which may only lower them for one run).
+
+**The custodian's file.** When :data:`SYSTEM_FILE` (``/etc/dppca_dask/deployment.yaml``, a
+system path, owned by the custodian and readable by all) exists, its ``dppca.ledger`` section
+is the whole deployment: Dask's YAML files, ``DASK_DPPCA__*``/``DPPCA_*`` variables and
+``dask.config.set`` -- all of which an analyst controls -- are not read, so an analyst can
+neither point the runs at a fresh ledger nor switch ``required`` off. Whoever can write that
+file holds the custodian's authority (:func:`custodian_refusal`): ``budget cap``, ``budget
+release`` and ``budget import`` refuse everyone else. Without the file (a personal
+installation) the settings come from the Dask configuration as above and every user is their
+own custodian.
 
 Example ``/etc/dask/dppca.yaml``::
 
@@ -49,10 +64,14 @@ from typing import Any
 
 from dppca_dask.errors import ConfigError
 
-__all__ = ["DeploymentSettings", "apply_deployment", "default_ledger_path",
-           "deployment_settings", "ledger_location", "parse_ledger_url", "seeded_refusal"]
+__all__ = ["SYSTEM_FILE", "DeploymentSettings", "apply_deployment", "custodian_refusal",
+           "default_ledger_path", "deployment_settings", "ledger_location", "open_deployment_ledger",
+           "parse_ledger_url", "seeded_refusal"]
 
 _JOURNAL_MODES = ("wal", "delete")
+
+SYSTEM_FILE = Path("/etc/dppca_dask/deployment.yaml")
+"""The custodian's deployment file (see the module docstring); a system path only."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +86,16 @@ class DeploymentSettings:
     journal_mode: str = "wal"
     allow_seeded: bool = False
     """Whether a required ledger admits seeded (reproducible, NOT PRIVATE) releases."""
+    caps_url: str | None = None
+    """The custodian's caps database (``None``: caps live in the ledger)."""
+    system_file: str | None = None
+    """The custodian's file the settings came from (``None``: the Dask configuration)."""
+
+    @property
+    def caps_path(self) -> Path | None:
+        """The caps database file, if the deployment has one."""
+        return None if self.caps_url is None else parse_ledger_url(self.caps_url,
+                                                                   "dppca.ledger.caps_url")
 
     @property
     def ledger_path(self) -> Path:
@@ -150,12 +179,32 @@ def _prefixed_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def _system_source() -> dict[str, Any] | None:
+    """The custodian's file as a mapping, or ``None`` when there is none."""
+    import yaml
+
+    if not SYSTEM_FILE.is_file():
+        return None
+    try:
+        loaded = yaml.safe_load(SYSTEM_FILE.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"The custodian's deployment file {str(SYSTEM_FILE)!r} cannot be read "
+                          f"as YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"The custodian's deployment file {str(SYSTEM_FILE)!r} must hold a "
+                          f"mapping (dppca: ledger: ...). Got {type(loaded).__name__} instead.")
+    return loaded
+
+
 def _sections() -> list[dict[str, Any]]:
-    """The ``dppca.ledger`` mapping of each source, lowest precedence first."""
+    """The ``dppca.ledger`` mapping of each source, lowest precedence first (only the
+    custodian's file when it exists)."""
     import dask.config
 
-    sources = [dask.config.collect(paths=dask.config.paths, env=os.environ),
-               _prefixed_env(os.environ), dask.config.config]
+    system = _system_source()
+    sources = ([system] if system is not None else
+               [dask.config.collect(paths=dask.config.paths, env=os.environ),
+                _prefixed_env(os.environ), dask.config.config])
     out = []
     for source in sources:
         section = (source.get("dppca") or {}).get("ledger") or {}
@@ -181,7 +230,10 @@ def deployment_settings() -> DeploymentSettings:
     seeded_ok: bool | None = None
     url: Any = None
     journal = "wal"
+    caps: Any = None
     for section in _sections():
+        if section.get("caps_url") not in (None, ""):
+            caps = section["caps_url"]
         if "required" in section:
             required = _as_bool(section["required"], "dppca.ledger.required") or required
         if "require_cap" in section:
@@ -204,8 +256,32 @@ def deployment_settings() -> DeploymentSettings:
                                   f"{section['journal_mode']!r} instead.")
     if url is not None:
         parse_ledger_url(url, "dppca.ledger.url")  # a bad url is an error now, not at the run
+    if caps is not None:
+        parse_ledger_url(caps, "dppca.ledger.caps_url")
+    system = str(SYSTEM_FILE) if SYSTEM_FILE.is_file() else None
     return DeploymentSettings(required, None if url is None else os.fspath(url), bool(allow),
-                              require_cap, journal, bool(seeded_ok))
+                              require_cap, journal, bool(seeded_ok),
+                              None if caps is None else os.fspath(caps), system)
+
+
+def custodian_refusal(command: str, settings: DeploymentSettings | None = None) -> str | None:
+    """Why this user may not run the custodian's ``command`` (``None``: they may).
+
+    The custodian is whoever can write the custodian's file (:data:`SYSTEM_FILE`) -- and the
+    caps database, when there is one. Without that file every user is their own custodian."""
+    settings = settings or deployment_settings()
+    if settings.system_file is None:
+        return None
+    needed = [Path(settings.system_file)]
+    if settings.caps_path is not None:
+        caps = settings.caps_path
+        needed.append(caps if caps.exists() else caps.parent)
+    for path in needed:
+        if not os.access(path, os.W_OK):
+            return (f"Refused: `dppca-dask budget {command}` is the data custodian's, and this "
+                    f"user (uid {os.getuid()}) cannot write {str(path)!r} (the custodian's "
+                    "deployment settings). Ask the custodian. Nothing was changed.")
+    return None
 
 
 def ledger_location(config: Any, settings: DeploymentSettings | None = None) -> Path:
@@ -259,3 +335,14 @@ def seeded_refusal(what: str, value: Any) -> str:
             "release whose noise generator is seeded is reproducible by anyone who knows the "
             "seed (NOT PRIVATE); the custodian allows such test releases with "
             f"dppca.ledger.allow_seeded. Got {value!r} instead.")
+
+
+def open_deployment_ledger(path: Path, settings: DeploymentSettings | None = None, *,
+                           create: bool = True) -> Any:
+    """The :class:`~dppca_dask.pipeline.ledger.Ledger` at ``path`` with the deployment's journal
+    mode and caps database."""
+    from dppca_dask.pipeline.ledger import Ledger
+
+    settings = settings or deployment_settings()
+    return Ledger(path, create=create, journal_mode=settings.journal_mode,
+                  caps=settings.caps_path)

@@ -40,7 +40,7 @@ import uuid
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -168,13 +168,18 @@ class Ledger:
     """The SQLite ledger at ``path`` (``":memory:"``: a private in-memory one).
 
     ``create=False`` refuses a file that does not exist (read-only commands never create one).
+    ``caps``: the custodian's caps database (``dppca.ledger.caps_url``), a second file of the same
+    schema that only the custodian can write (rollback journal, so that readers need no write
+    access): then every cap is read from it and written to it, and the caps columns of this
+    ledger (which the analysts' runs must be able to write) are ignored.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 journal_mode: str = "wal") -> None:
+                 journal_mode: str = "wal", caps: str | os.PathLike[str] | None = None) -> None:
         self.memory = os.fspath(path) == ":memory:"
         self.path = Path(path) if not self.memory else Path(":memory:")
         self.journal_mode = journal_mode
+        self.caps = None if caps is None else Path(caps)
         self._shared: sqlite3.Connection | None = None
         if self.memory:
             self._shared = self._open(create=True)
@@ -282,12 +287,30 @@ class Ledger:
     def dataset(self, dataset_id: str) -> DatasetEntry | None:
         with self.connection(write=False) as con:
             row = con.execute("SELECT * FROM datasets WHERE id = ?", (dataset_id,)).fetchone()
-        return None if row is None else _entry(row)
+        return None if row is None else self._capped(_entry(row))
 
     def datasets(self) -> list[DatasetEntry]:
         with self.connection(write=False) as con:
             rows = con.execute("SELECT * FROM datasets ORDER BY created, id").fetchall()
-        return [_entry(r) for r in rows]
+        return [self._capped(_entry(r)) for r in rows]
+
+    def _caps_ledger(self) -> Ledger | None:
+        """The custodian's caps database (read only here; ``None`` when caps live here)."""
+        if self.caps is None:
+            return None
+        return Ledger(self.caps, create=False, journal_mode="delete")
+
+    def _capped(self, entry: DatasetEntry) -> DatasetEntry:
+        """``entry`` with the custodian's cap from the caps database, when there is one."""
+        if self.caps is None:
+            return entry
+        if not self.caps.exists():  # no cap set yet
+            return replace(entry, cap=None, cap_set=None)
+        caps = self._caps_ledger()
+        assert caps is not None
+        held = caps.dataset(entry.id)
+        return replace(entry, cap=None if held is None else held.cap,
+                       cap_set=None if held is None else held.cap_set)
 
     def reservations(self, dataset_id: str | None = None) -> list[Reservation]:
         with self.connection(write=False) as con:
@@ -358,6 +381,24 @@ class Ledger:
                     timed=True)
 
     def set_cap(self, identity: DatasetIdentity, cap: Cap | None) -> DatasetEntry:
+        """Set (or remove) the custodian's cap: in the caps database when there is one (the
+        operating system refuses a caller who cannot write it), else in this ledger."""
+        if self.caps is not None:
+            try:
+                # journal "delete": read-only readers (the analysts) need no -shm file
+                Ledger(self.caps, journal_mode="delete").set_cap(identity, cap)
+            except (PermissionError, sqlite3.OperationalError) as exc:
+                raise BudgetError(f"Refused: the caps database {str(self.caps)!r} is the "
+                                  f"custodian's and cannot be written by this user ({exc}). "
+                                  "No cap was changed.") from None
+            with self.connection() as con:
+                self.ensure_dataset(con, identity)
+            entry = self.dataset(identity.dataset_id)
+            assert entry is not None
+            return entry
+        return self._set_cap_here(identity, cap)
+
+    def _set_cap_here(self, identity: DatasetIdentity, cap: Cap | None) -> DatasetEntry:
         """The custodian's cap for the dataset (``None`` removes it); creates its account."""
         with self.connection() as con:
             self.ensure_dataset(con, identity)
@@ -381,7 +422,7 @@ class Ledger:
         """
         planned = [dict(r) for r in planned]
         with self.connection() as con:
-            entry = _entry(self.ensure_dataset(con, identity))
+            entry = self._capped(_entry(self.ensure_dataset(con, identity)))
             custodian = entry.cap
             if custodian is None and require_cap:
                 raise BudgetError(f"Refused: dataset {identity.dataset_id!r} ({identity.key}) has "

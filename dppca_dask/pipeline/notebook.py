@@ -26,9 +26,14 @@ from typing import Any
 from dppca_dask.errors import BudgetError, ConfigError
 from dppca_dask.io.identity import DatasetIdentity, resolve_dataset
 from dppca_dask.pipeline.budget_cap import Basic, Cap
-from dppca_dask.pipeline.deployment import deployment_settings, parse_ledger_url
+from dppca_dask.pipeline.deployment import (
+    deployment_settings,
+    open_deployment_ledger,
+    parse_ledger_url,
+    seeded_refusal,
+)
 from dppca_dask.pipeline.ledger import Ledger
-from dppca_dask.privacy.accountant import Accountant, using_accountant
+from dppca_dask.privacy.accountant import Accountant, add_policy, using_accountant
 from dppca_dask.privacy.plan import Plan
 
 __all__ = ["LedgerAccountant", "accounting", "ledger_accountant"]
@@ -89,7 +94,7 @@ def ledger_accountant(url: str | None = None, *, dataset: str | None = None,
                               "dppca.ledger.url), and this deployment does not let a caller "
                               f"name another one. Got {url!r} instead.")
         path = named
-    ledger = Ledger(path, journal_mode=settings.journal_mode)
+    ledger = open_deployment_ledger(path, settings)
     return LedgerAccountant(ledger, dataset, cap, settings.require_cap)
 
 
@@ -100,3 +105,23 @@ def accounting(url: str | None = None, *, dataset: str | None = None,
     accountant = ledger_accountant(url, dataset=dataset, cap=cap)
     with using_accountant(accountant):
         yield accountant
+
+
+def _deployment_policy(accountant: Accountant | None, seeded: bool, owner: str) -> None:
+    """A deployment that requires the ledger (``dppca.ledger.required``) refuses a Python-API
+    release outside a recorded ledger, and a seeded one unless ``dppca.ledger.allow_seeded``."""
+    settings = deployment_settings()
+    if not settings.ledger_required:
+        return
+    if accountant is None:
+        raise BudgetError(f"Refused: this deployment requires every release to be recorded in "
+                          f"its budget ledger (dppca.ledger.required), and this {owner} call "
+                          "has no ledger: run it inside `with dppca_dask.accounting(dataset=...):` "
+                          "or pass ledger=dppca_dask.ledger_accountant(dataset=...). No data "
+                          "was read.")
+    if seeded and not settings.allow_seeded:
+        raise BudgetError(seeded_refusal(f"Refused: the 'rng' parameter of {owner} must be None",
+                                         "a seed or generator"))
+
+
+add_policy(_deployment_policy)

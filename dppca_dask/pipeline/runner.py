@@ -55,9 +55,13 @@ from dppca_dask.io.identity import check_output_location, resolve_dataset
 from dppca_dask.pipeline.budget_cap import Cap
 from dppca_dask.pipeline.cluster import connect, describe_cluster
 from dppca_dask.pipeline.config import RunConfig, dump_config
-from dppca_dask.pipeline.deployment import apply_deployment, deployment_settings, ledger_location
+from dppca_dask.pipeline.deployment import (
+    apply_deployment,
+    deployment_settings,
+    ledger_location,
+    open_deployment_ledger,
+)
 from dppca_dask.pipeline.interrupts import critical
-from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.tasks import TASKS, TaskSpec, mib
 from dppca_dask.pipeline.tasks.memory import memory_plan
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
@@ -395,7 +399,7 @@ def _ledger_reservation(
         yield holder
         return
     deployment = deployment_settings()
-    ledger = Ledger(ledger_location(config, deployment), journal_mode=deployment.journal_mode)
+    ledger = open_deployment_ledger(ledger_location(config, deployment), deployment)
     identity = resolve_dataset(config.input.path, plan.source.array,
                                storage_options=config.input.storage_options or None)
     run_cap = None if settings.cap is None else Cap(settings.cap.eps, settings.cap.delta,

@@ -18,7 +18,8 @@ from typing import Any, Protocol, TypeVar
 from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.plan import Plan
 
-__all__ = ["Accountant", "account", "current_accountant", "using_accountant"]
+__all__ = ["Accountant", "Policy", "account", "add_policy", "current_accountant",
+           "using_accountant"]
 
 R = TypeVar("R")
 
@@ -38,6 +39,18 @@ class Accountant(Protocol):
 
 
 _CURRENT: ContextVar[Accountant | None] = ContextVar("dppca_accountant", default=None)
+
+Policy = Callable[[Accountant | None, bool, str], None]
+_POLICIES: list[Policy] = []
+
+
+def add_policy(policy: Policy) -> None:
+    """Register a check that runs before every Python-API release: ``policy(accountant,
+    seeded, owner)`` raises to refuse it (e.g. the deployment's ``dppca.ledger.required``:
+    :mod:`dppca_dask.pipeline.notebook` registers it, so the estimators do not import the
+    pipeline)."""
+    if policy not in _POLICIES:
+        _POLICIES.append(policy)
 
 
 def current_accountant() -> Accountant | None:
@@ -71,6 +84,8 @@ def account(accountant: Accountant | None, X: Any, plan: Plan, *, n: int, owner:
     """
     warn_guarantees(plan, n, stacklevel=4)
     acct = accountant if accountant is not None else current_accountant()
+    for policy in _POLICIES:  # before any data is read
+        policy(acct, seeded, owner)
     if acct is None:
         return fit()
     token = acct.reserve(X, plan, owner=owner, seeded=seeded)
