@@ -69,8 +69,12 @@ def using_accountant(accountant: Accountant | None) -> Iterator[Accountant | Non
 
 
 def _state(rng: Any) -> Any:
+    """What every draw changes: a NumPy generator's state, the CSPRNG's byte count (``None``:
+    unknown, so any failure keeps the spend)."""
     bit = getattr(rng, "bit_generator", None)
-    return None if bit is None else bit.state
+    if bit is not None:
+        return bit.state
+    return getattr(rng, "drawn_bytes", None)
 
 
 def account(accountant: Accountant | None, X: Any, plan: Plan, *, n: int, owner: str, rng: Any,

@@ -77,6 +77,9 @@ class CryptoRng:
         self._buf = b""
         self._pos = 0
         self._pid = os.getpid()
+        self.drawn_bytes = 0
+        """How many random bytes were handed out (0: nothing drawn yet; the accountant's
+        refund test reads it)."""
 
     def __repr__(self) -> str:
         return "CryptoRng(os.urandom)"
@@ -90,6 +93,7 @@ class CryptoRng:
                 self._pos = 0
             out = self._buf[self._pos:self._pos + n]
             self._pos += n
+            self.drawn_bytes += n
             return out
 
     def words(self, n: int) -> np.ndarray:

@@ -389,7 +389,7 @@ def render_report(
         f"<title>{esc(title)}</title><style>{_CSS}</style></head><body><main>"
         f"<h1>{esc(title)}</h1><p class=sub>dppca_dask {version} · calibration "
         f"{esc(meta.get('calibration', ''))} · noise generator "
-        f"{'seeded by the caller' if meta.get('rng', {}).get('seeded') else 'from OS entropy'}"
+        f"{'seeded by the caller' if meta.get('rng', {}).get('seeded') else 'the OS CSPRNG'}"
         f"</p>{banner}{nav}{body}</main></body></html>\n"
     )
 

@@ -388,7 +388,7 @@ def base_metadata(
         "calibration": calibration,
         "ledger": ledger_to_dicts(ledger),
         "ledger_total": ledger_totals(ledger),
-        "rng": {"seeded": seeded, "source": "caller-seeded" if seeded else "os-entropy",
+        "rng": {"seeded": seeded, "source": "caller-seeded" if seeded else "csprng (os entropy)",
                 "guarantee": SEEDED_NOTE if seeded else "private"},
         "non_private": non_private,
         **(extra or {}),

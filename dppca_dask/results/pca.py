@@ -94,10 +94,18 @@ class PCAResult(Result):
         assert self.tree is not None
         return self.tree
 
+    def _canonical_tree(self) -> xr.DataTree:
+        """The tree as the writers store it: every node's labels and variable order in one
+        form (:func:`~dppca_dask.results.base.plain_strings`), so the same release gives the same
+        bytes whether it was just fitted or loaded."""
+        tree = self.to_tree()
+        return xr.DataTree.from_dict({node.path: plain_strings(node.to_dataset(inherit=False))
+                                      for node in tree.subtree})
+
     def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the root and the three parts as one Zarr group (atomically; no overwrite)."""
         def write(tmp: str) -> None:
-            self.to_tree().to_zarr(tmp, mode="w", consolidated=False)
+            self._canonical_tree().to_zarr(tmp, mode="w", consolidated=False)
             consolidate_zarr(tmp)
 
         return write_atomically(path, write, overwrite=overwrite)
@@ -105,7 +113,7 @@ class PCAResult(Result):
     def to_netcdf(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the root and the three parts as one NetCDF-4 file with groups (h5netcdf)."""
         return write_atomically(
-            path, lambda tmp: self.to_tree().to_netcdf(tmp, engine="h5netcdf"),
+            path, lambda tmp: self._canonical_tree().to_netcdf(tmp, engine="h5netcdf"),
             overwrite=overwrite)
 
     @classmethod
