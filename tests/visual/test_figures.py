@@ -127,16 +127,13 @@ def test_rendered__every_report_shows_each_figure_once(rendered):
                                                       "scree_pve.png"}
 
 
-def test_rendered__run_times_cover_the_wall_time(rendered):
-    for case in ("demo", "wine"):
-        page = next(r for r in rendered[case].reports
-                    if r.parent.name == "run" or case == "demo").read_text(encoding="utf-8")
-        match = re.search(r"Wall time up to this report \(([\d.]+) % accounted for above\)",
-                          page)
-        assert match, case
-        assert 95.0 <= float(match.group(1)) <= 100.5, (case, match.group(1))
-        for step in ("Cluster start", "Data pass 1", "Driver work", "Writing outputs"):
-            assert step in page, (case, step)
+def test_rendered__reports_show_no_run_time(rendered):
+    """Run times depend on the data: the operator's terminal shows them, no report does."""
+    for case, out in rendered.items():
+        for report in out.reports:
+            page = report.read_text(encoding="utf-8")
+            assert "Run times" not in page and "Wall time" not in page, (case, report)
+            assert 'id="timings"' not in page and "Data pass 1" not in page, (case, report)
 
 
 def test_rendered__covariance_report_shows_the_matrix_and_rho(rendered):
