@@ -21,7 +21,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dppca_dask.errors import BudgetError
+from dppca_dask.errors import BudgetError, ConfigError
 from dppca_dask.privacy import pld
 from dppca_dask.privacy.accounting import SpendRecord, ledger_to_dicts
 from dppca_dask.privacy.budget import PrivacyBudget
@@ -549,3 +549,34 @@ def test_pld__import_stays_lazy():
             "compose([SpendRecord('c', 'laplace', eps=1.0, delta=0.0)]); "
             "assert 'dp_accounting' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ledger__pld_accountant_is_the_custodians_opt_in(tmp_path):
+    """The mixed ledger admits at the PLD figure only where the deployment chose
+    ``dppca.ledger.accountant: pld`` (pre-registered batches); the default keeps the figure that
+    is a valid filter under fully adaptive use."""
+    import dask
+
+    from dppca_dask.io.identity import DatasetIdentity
+    from dppca_dask.pipeline.budget_cap import Basic, Cap
+    from dppca_dask.pipeline.deployment import deployment_settings, open_deployment_ledger
+
+    records = [r.as_dict() for r in _five_and_five()]
+    basic = Basic(sum(r["eps"] for r in records), sum(r["delta"] for r in records))
+    identity = DatasetIdentity(location="python:mixed")
+    for accountant, admitted in (("tight", False), ("pld", True)):
+        with dask.config.set({"dppca.ledger.accountant": accountant}):
+            settings = deployment_settings()
+            assert settings.accountant == accountant
+            ledger = open_deployment_ledger(tmp_path / f"{accountant}.sqlite", settings)
+        ledger.set_cap(identity, Cap(4.5, 1e-5, None))
+        if admitted:
+            ledger.reserve(identity, records, basic)
+            spent = ledger.spent(identity.dataset_id)
+            assert spent is not None and spent.tight_eps == pytest.approx(4.45697, abs=1e-3)
+        else:
+            with pytest.raises(BudgetError, match="past the custodian's cap"):
+                ledger.reserve(identity, records, basic)
+    with (dask.config.set({"dppca.ledger.accountant": "exact"}),
+          pytest.raises(ConfigError, match="'dppca.ledger.accountant'.*'exact'")):
+        deployment_settings()

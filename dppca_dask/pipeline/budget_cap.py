@@ -138,27 +138,36 @@ def _for_compose(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             else r for r in records]
 
 
+ACCOUNTANTS = ("tight", "pld")
+"""The deployment's accountant (``dppca.ledger.accountant``): ``tight`` (the default, a valid
+filter for fully adaptive use) or ``pld`` (also the PLD figure: valid only when every release's
+mechanism and parameters are fixed before any of them is seen; docs/privacy.md)."""
+
+
 def cumulative(records: Sequence[dict[str, Any]], basic: Basic,
-               delta: float | None = None) -> Spend:
+               delta: float | None = None, accountant: str = "tight") -> Spend:
     """The spend of ``records`` (dicts of spend records) of releases whose basic totals sum to
-    ``basic``: the tight ε at ``delta`` (default the basic δ) from :func:`compose`; not more
-    than the basic ε when the basic sums fit in ``delta`` and cover every record (no record
-    that states only a ρ)."""
+    ``basic``: the tight ε at ``delta`` (default the basic δ) from :func:`compose` (with
+    ``accountant="pld"`` the least of it and the PLD figure); not more than the basic ε when the
+    basic sums fit in ``delta`` and cover every record (no record that states only a ρ)."""
     comp = compose(_for_compose(records))
     at = basic.delta if delta is None else delta
     tight = comp.tight_eps(at) if at > 0 else math.inf
+    if accountant == "pld" and at > 0:
+        tight = min(tight, comp.pld_eps(at))
     covered = not any(_zcdp_only(r) for r in records)
     if covered and basic.delta <= at * (1 + TOLERANCE):  # an (ε, δ) statement at δ = at
         tight = min(tight, basic.eps)
     return Spend(basic.eps, basic.delta, comp.rho, tight, at)
 
 
-def fits(records: Sequence[dict[str, Any]], basic: Basic, cap: Cap) -> tuple[bool, Spend]:
+def fits(records: Sequence[dict[str, Any]], basic: Basic, cap: Cap,
+         accountant: str = "tight") -> tuple[bool, Spend]:
     """Whether ``records`` (the dataset's counted ones plus the planned release's), whose
     releases' basic totals sum to ``basic``, fit ``cap``: for (E, D) the tight ε at δ = D is at
     most E (see :func:`cumulative`); for ρ the zCDP total is at most ρ and every record has a ρ.
     """
-    spend = cumulative(records, basic, cap.delta)
+    spend = cumulative(records, basic, cap.delta, accountant)
     ok = True
     if cap.eps is not None:
         ok = spend.tight_eps <= cap.eps * (1 + TOLERANCE)

@@ -23,6 +23,13 @@ combine so that the stricter setting of any source wins.
 * ``dppca.ledger.allow_seeded`` (bool, default false): where the ledger is required, a run config
   with an ``rng`` seed (a reproducible, NOT PRIVATE release) is refused unless this is true.
   False in any source wins.
+* ``dppca.ledger.accountant`` (``tight``, default, or ``pld``): how a dataset's spends compose
+  for its cap. ``tight`` (zCDP + CKS, Gaussian DP, basic) is valid however releases are chosen
+  after seeing earlier ones. ``pld`` also admits by the privacy-loss-distribution composition
+  (:mod:`~dppca_dask.privacy.pld`, up to ~10 % more releases on mixed Gaussian/Laplace
+  ledgers), which is a valid bound only when every release's mechanism and parameters are fixed
+  before any of them is released (a pre-registered batch): interactive use can under-count.
+  ``tight`` in any source wins.
 * ``dppca.ledger.journal_mode`` (``wal``, default, or ``delete``): SQLite's journal. WAL is the
   right choice on a local file system; a ledger on a network file system that several driver
   hosts share needs ``delete`` (and working POSIX locks on that file system).
@@ -88,6 +95,8 @@ class DeploymentSettings:
     """Whether a required ledger admits seeded (reproducible, NOT PRIVATE) releases."""
     caps_url: str | None = None
     """The custodian's caps database (``None``: caps live in the ledger)."""
+    accountant: str = "tight"
+    """How spends compose for a cap: ``tight`` or ``pld`` (see the module docstring)."""
     system_file: str | None = None
     """The custodian's file the settings came from (``None``: the Dask configuration)."""
 
@@ -231,7 +240,14 @@ def deployment_settings() -> DeploymentSettings:
     url: Any = None
     journal = "wal"
     caps: Any = None
+    accountant: str | None = None
     for section in _sections():
+        if section.get("accountant") not in (None, ""):
+            chosen = str(section["accountant"]).strip().lower()
+            if chosen not in ("tight", "pld"):
+                raise ConfigError("The deployment setting 'dppca.ledger.accountant' must be one "
+                                  f"of ['tight', 'pld']. Got {section['accountant']!r} instead.")
+            accountant = chosen if accountant in (None, "pld") else accountant
         if section.get("caps_url") not in (None, ""):
             caps = section["caps_url"]
         if "required" in section:
@@ -261,7 +277,8 @@ def deployment_settings() -> DeploymentSettings:
     system = str(SYSTEM_FILE) if SYSTEM_FILE.is_file() else None
     return DeploymentSettings(required, None if url is None else os.fspath(url), bool(allow),
                               require_cap, journal, bool(seeded_ok),
-                              None if caps is None else os.fspath(caps), system)
+                              None if caps is None else os.fspath(caps), accountant or "tight",
+                              system)
 
 
 def custodian_refusal(command: str, settings: DeploymentSettings | None = None) -> str | None:
@@ -345,4 +362,4 @@ def open_deployment_ledger(path: Path, settings: DeploymentSettings | None = Non
 
     settings = settings or deployment_settings()
     return Ledger(path, create=create, journal_mode=settings.journal_mode,
-                  caps=settings.caps_path)
+                  caps=settings.caps_path, accountant=settings.accountant)

@@ -175,11 +175,14 @@ class Ledger:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 journal_mode: str = "wal", caps: str | os.PathLike[str] | None = None) -> None:
+                 journal_mode: str = "wal", caps: str | os.PathLike[str] | None = None,
+                 accountant: str = "tight") -> None:
         self.memory = os.fspath(path) == ":memory:"
         self.path = Path(path) if not self.memory else Path(":memory:")
         self.journal_mode = journal_mode
         self.caps = None if caps is None else Path(caps)
+        self.accountant = accountant
+        """How spends compose for the cap (:data:`~dppca_dask.pipeline.budget_cap.ACCOUNTANTS`)."""
         self._shared: sqlite3.Connection | None = None
         if self.memory:
             self._shared = self._open(create=True)
@@ -343,7 +346,7 @@ class Ledger:
                               math.fsum(r.delta for r in counted))
         entry = self.dataset(dataset_id)
         at = delta if delta is not None else (entry.cap.delta if entry and entry.cap else None)
-        return cumulative(records, basic, at)
+        return cumulative(records, basic, at, self.accountant)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -444,11 +447,11 @@ class Ledger:
                                        math.fsum(r.delta for r in counted))
                 after = before + spend
                 records = [rec for r in counted for rec in r.spend_records] + planned
-                ok, total = fits(records, after, cap)
+                ok, total = fits(records, after, cap, self.accountant)
                 if not ok:
                     old = ("nothing" if not counted else cumulative(
                         [rec for r in counted for rec in r.spend_records], before,
-                        cap.delta).describe())
+                        cap.delta, self.accountant).describe())
                     whose = "the custodian's" if cap == custodian else "the lowered"
                     raise BudgetError(
                         f"Refused: dataset {identity.dataset_id!r} ({identity.key}) has already "
