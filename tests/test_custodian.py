@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import dppca_dask
 from dppca_dask import BudgetError, accounting, dp_loading, privacy_control
 from dppca_dask.cli import main
 from dppca_dask.io.identity import DatasetIdentity
@@ -95,12 +96,25 @@ def test_custodian__python_api_and_sklearn_honour_required(custodian):
             .reservations()] == ["released"]
 
 
+def _readable_package(root: Path) -> Path:
+    """A world-readable copy of this checkout's ``dppca_dask`` under ``root`` (made once)."""
+    site = root / "site"
+    if not site.exists():
+        shutil.copytree(Path(dppca_dask.__file__).parent, site / "dppca_dask",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        for path in [site, *site.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    return site
+
+
 def _run_cli_as(user_args: list[str], args: list[str], system: Path) -> subprocess.CompletedProcess:
     code = ("import sys, pathlib; import dppca_dask.pipeline.deployment as d; "
             f"d.SYSTEM_FILE = pathlib.Path({str(system)!r}); "
             "from dppca_dask.cli import main; main(sys.argv[1:], prog_name='dppca-dask')")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DPPCA_", "DASK_DPPCA"))}
     env["HOME"] = str(system.parent)
+    if user_args:  # the unprivileged user may not read the checkout (CI's lies under /root)
+        env["PYTHONPATH"] = str(_readable_package(system.parent))
     return subprocess.run([*user_args, sys.executable, "-c", code, *args], capture_output=True,
                           text=True, env=env, timeout=120, cwd=system.parent, check=False)
 
