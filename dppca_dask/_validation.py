@@ -13,7 +13,7 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 
-from dppca_dask.errors import ParameterError
+from dppca_dask.errors import DPPCAError, Fix, ParameterError
 
 __all__ = [
     "bad_param",
@@ -24,18 +24,24 @@ __all__ = [
 ]
 
 
-_E = TypeVar("_E", bound=Exception)
+_E = TypeVar("_E", bound=DPPCAError)
 
 
 @overload
-def bad_param(name: str, owner: str, rule: str, value: Any) -> ParameterError: ...
+def bad_param(name: str, owner: str, rule: str, value: Any, *, hint: str | None = None,
+              fix: Fix | None = None) -> ParameterError: ...
 @overload
-def bad_param(name: str, owner: str, rule: str, value: Any, *, cls: type[_E]) -> _E: ...
+def bad_param(name: str, owner: str, rule: str, value: Any, *, cls: type[_E],
+              hint: str | None = None, fix: Fix | None = None) -> _E: ...
 def bad_param(
-    name: str, owner: str, rule: str, value: Any, *, cls: type[Exception] = ParameterError
-) -> Exception:
-    """Build the standard error for parameter ``name`` of ``owner`` breaking ``rule``."""
-    return cls(f"The {name!r} parameter of {owner} must be {rule}. Got {value!r} instead.")
+    name: str, owner: str, rule: str, value: Any, *, cls: type[DPPCAError] = ParameterError,
+    hint: str | None = None, fix: Fix | None = None,
+) -> DPPCAError:
+    """The standard error for parameter ``name`` of ``owner`` breaking ``rule`` (``"a float in
+    the range (0, inf)"``: what the value must be), with its fields
+    (:class:`~dppca_dask.errors.DPPCAError`)."""
+    return cls(owner=owner, parameter=name, rule=f"must be {rule}", value=value, hint=hint,
+               fix=fix)
 
 
 def _is_real(value: Any) -> bool:
@@ -51,7 +57,7 @@ def parse_real(
     high: float = math.inf,
     low_open: bool = True,
     high_open: bool = True,
-    cls: type[Exception] = ParameterError,
+    cls: type[DPPCAError] = ParameterError,
 ) -> float:
     """Return ``value`` as a finite-or-bounded float in the stated interval, else raise."""
     lb = "(" if low_open else "["
@@ -78,7 +84,7 @@ def parse_int(
     *,
     low: int | None = None,
     high: int | None = None,
-    cls: type[Exception] = ParameterError,
+    cls: type[DPPCAError] = ParameterError,
 ) -> int:
     """Return ``value`` as an int in ``[low, high]`` (integer-valued floats are accepted)."""
     lo = "-inf" if low is None else str(low)
@@ -96,7 +102,7 @@ def parse_int(
 
 
 def parse_bool(
-    value: Any, name: str, owner: str, *, cls: type[Exception] = ParameterError
+    value: Any, name: str, owner: str, *, cls: type[DPPCAError] = ParameterError
 ) -> bool:
     """Return ``value`` if it is a single bool, else raise."""
     if isinstance(value, bool | np.bool_):
@@ -110,7 +116,7 @@ def parse_choice(
     owner: str,
     choices: Collection[str],
     *,
-    cls: type[Exception] = ParameterError,
+    cls: type[DPPCAError] = ParameterError,
 ) -> str:
     """Return ``value`` if it is one of ``choices``, else raise."""
     if isinstance(value, str) and value in choices:

@@ -14,7 +14,6 @@ import functools
 import json
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -25,62 +24,13 @@ from typing import Any
 import click
 
 from dppca_dask.errors import DPPCAError
+from dppca_dask.pipeline.wording import cli_message
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 EXIT_USER_ERROR = 1
 EXIT_USAGE_ERROR = 2
 EXIT_INTERNAL_ERROR = 3
-
-_CONVERT_OPTIONS = {"fmt": "--format", "in_path": "SOURCE", "out_path": "TARGET",
-                    "chunk_rows": "--chunk-rows", "columns": "--columns",
-                    "group_column": "--group-column", "overwrite": "--overwrite"}
-_PARAM = re.compile(r"The '(\w+)' parameter of (\w+)")
-
-
-def cli_message(message: str, task: str | None = None) -> str:
-    """An error message in the command line's terms: options and config keys, not the
-    Python API's keyword arguments (``overwrite=True``, ``control=clipped_control(...)``).
-
-    ``task``: the run config's task, when known (names the section of a config key).
-
-    Examples
-    --------
-    >>> cli_message("Output 'o' already exists; pass overwrite=True to replace it.")
-    "Output 'o' already exists; use --overwrite to replace it."
-    >>> cli_message("The 'fmt' parameter of convert must be given.")
-    'The --format option of convert must be given.'
-    >>> cli_message("Missing required control parameter(s): 'C_clip'. "
-    ...             "Provide control=clipped_control(C_clip=...).", task="pca")
-    "Missing required control parameter(s): 'C_clip'. Set it in the config: pca.scree_control.clipped.C_clip (or --set pca.scree_control.clipped.C_clip=...)."
-    """
-    message = re.sub(r"pass overwrite=True(?: \(CLI: --overwrite\))?", "use --overwrite",
-                     message)
-
-    def control(match: re.Match[str]) -> str:
-        method, call = match.group(1), match.group(2)
-        names = [part.split("=")[0].strip() for part in call.split(",") if part.strip()]
-        section = {"pca": "pca.scree_control"}.get(task or "", "scree.controls")
-        keys = [f"{section}.{method}.{n}" for n in names]
-        it = "it" if len(keys) == 1 else "them"
-        return (f"Set {it} in the config: {', '.join(keys)} (or --set {keys[0]}=...).")
-
-    message = re.sub(r"Provide control=(\w+)_control\(([^)]*)\)\.", control, message)
-
-    def parameter(match: re.Match[str]) -> str:
-        name, function = match.group(1), match.group(2)
-        if function == "convert" and name in _CONVERT_OPTIONS:
-            option = _CONVERT_OPTIONS[name]
-            return (f"The {option} argument of convert" if option.isupper()
-                    else f"The {option} option of convert")
-        if task is not None and function.startswith("dp_"):
-            if name in ("eps", "delta"):
-                return f"The 'privacy.{name}' config key"
-            return f"The '{task}.{name}' config key"
-        return match.group(0)
-
-    return _PARAM.sub(parameter, message)
-
 
 def _handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
@@ -97,7 +47,7 @@ def _handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except DPPCAError as exc:
             if show_trace:
                 raise
-            click.echo(f"Error: {cli_message(str(exc), ctx.meta.get('dppca.task'))}", err=True)
+            click.echo(f"Error: {cli_message(exc, ctx.meta.get('dppca.task'))}", err=True)
             sys.exit(EXIT_USER_ERROR)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)

@@ -93,7 +93,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from dppca_dask._validation import bad_param, parse_choice, parse_int
 from dppca_dask.covariance.estimator import dp_covariance, parse_clip
-from dppca_dask.errors import BudgetError, InputError, ParameterError
+from dppca_dask.errors import BudgetError, InputError
 from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.pca.scree import dp_scree
 from dppca_dask.pca.scree_controls import resolve_controls
@@ -254,11 +254,7 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         name = type(self).__name__
         method = parse_choice(self.scree_method, "scree_method", name, _SCREE_METHODS)
         if self.scree_control is None:  # the message names this estimator's parameter
-            try:
-                resolve_controls((method,), None, owner=name)
-            except ParameterError as exc:
-                raise ParameterError(str(exc).replace("Provide control=",
-                                                      "Provide scree_control=")) from None
+            resolve_controls((method,), None, owner=name)
         privacy = self._privacy()
         rng = _rng(self.random_state, name)
         k = self.n_components

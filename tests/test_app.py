@@ -27,7 +27,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from dppca_dask.cli import cli_message, main
+from dppca_dask.cli import main
+from dppca_dask.pipeline.wording import cli_message
 from dppca_dask.errors import DPPCAError
 
 CHROMIUM = Path("/usr/bin/chromium")

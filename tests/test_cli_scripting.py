@@ -180,7 +180,7 @@ def test_cli__errors_use_option_and_config_key_wording(tmp_path, data):
     csv.write_text("a,b\n1,2\n3,5\n")
     assert runner.invoke(main, ["convert", str(csv), str(tmp_path / "y.zarr")]).exit_code == 0
     again = runner.invoke(main, ["convert", str(csv), str(tmp_path / "y.zarr")])
-    assert again.exit_code == 1 and "use --overwrite" in again.output
+    assert again.exit_code == 1 and "Use --overwrite to replace it" in again.output
     assert "overwrite=True" not in again.output
 
 

@@ -212,7 +212,7 @@ def test_as_data__dask_is_lazy(values):
 def test_as_data__dask_errors(values):
     x = da.from_array(values, chunks=5)
     unknown = x[x[:, 0] > 0]
-    with pytest.raises(InputError, match=r"unknown chunk sizes; call X\.compute_chunk_sizes"):
+    with pytest.raises(InputError, match=r"unknown chunk sizes instead\. Call X\.compute_chunk_sizes"):
         as_data(unknown)
     with pytest.raises(InputError, match="must hold real numbers"):
         as_data(x.astype(complex))
@@ -426,7 +426,7 @@ def test_convert__overwrite(tmp_path, values):
     np.save(tmp_path / "in.npy", values)
     out = tmp_path / "out.zarr"
     convert(tmp_path / "in.npy", out)
-    with pytest.raises(OutputExistsError, match="already exists; pass overwrite=True"):
+    with pytest.raises(OutputExistsError, match="already exists. Pass overwrite=True to replace it"):
         convert(tmp_path / "in.npy", out)
     np.save(tmp_path / "in.npy", values[:, :2])
     convert(tmp_path / "in.npy", out, overwrite=True)

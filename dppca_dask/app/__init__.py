@@ -40,8 +40,8 @@ def serve(config: str | os.PathLike[str] | None = None, *, port: int = 5006,
           address: str = "127.0.0.1", wording: Wording | None = None) -> None:
     """Serve the app until the process is stopped (``dppca-dask app``).
 
-    ``config``: APP.yaml (:mod:`dppca_dask.app.catalogue`); ``wording``: the CLI's
-    ``cli_message``, so errors read as on the command line. Raises
+    ``config``: APP.yaml (:mod:`dppca_dask.app.catalogue`); ``wording``: how errors read
+    (default :func:`~dppca_dask.pipeline.wording.cli_message`: as on the command line). Raises
     :class:`AppUnavailableError` when Panel is missing, a ConfigError for a bad APP.yaml.
     """
     from dppca_dask.app.catalogue import load_app_config

@@ -36,6 +36,7 @@ from dppca_dask.app.state import (
 )
 from dppca_dask.app.view import budget_pane, release_view
 from dppca_dask.errors import DPPCAError
+from dppca_dask.pipeline.wording import cli_message
 
 __all__ = ["Page", "serve_app"]
 
@@ -98,7 +99,8 @@ class Page:
 
     def _error(self, exc: BaseException) -> None:
         if isinstance(exc, DPPCAError):
-            text = str(exc) if self.wording is None else self.wording(str(exc), "pca")
+            say = self.wording or cli_message
+            text = say(exc, "pca")
             self._say(f"Error: {text}", "danger")
         else:
             self._say(f"Error: internal error {type(exc).__name__}: {exc} (a bug; please "

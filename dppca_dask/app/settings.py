@@ -20,8 +20,8 @@ from dppca_dask.errors import DPPCAError
 
 __all__ = ["Checked", "FormValues", "Wording", "check", "run_settings"]
 
-Wording = Callable[[str, "str | None"], str]
-"""``(message, task) -> message``: the CLI's ``cli_message``."""
+Wording = Callable[[DPPCAError, "str | None"], str]
+"""``(error, task) -> message``: :func:`dppca_dask.pipeline.wording.cli_message` (the default)."""
 
 SCREE_METHODS = ("clipped", "pmwm", "huber")
 SCORE_METHODS = ("add", "sparse", "geometric")
@@ -107,17 +107,14 @@ class Checked:
     warnings: tuple[str, ...] = ()
 
 
-def _identity(message: str, task: str | None) -> str:
-    return message
-
-
 def check(settings: dict[str, Any], app: AppConfig,
           wording: Wording | None = None) -> Checked:
     """Validate ``settings`` as ``dppca-dask plan`` would (no data values are read)."""
     from dppca_dask.pipeline.config import RunConfig
     from dppca_dask.pipeline.runner import plan_run
+    from dppca_dask.pipeline.wording import cli_message
 
-    say = wording or _identity
+    say = wording or cli_message
     if settings.get("pca", {}).get("non_private") and not app.allow_non_private:
         return Checked(error="Non-private reference panels are not allowed by this deployment "
                              "(allow_non_private: false in the app config).")
@@ -125,5 +122,5 @@ def check(settings: dict[str, Any], app: AppConfig,
         config = RunConfig.from_dict(settings)
         plan = plan_run(config)
     except DPPCAError as exc:  # ConfigError included
-        return Checked(error=say(str(exc), "pca"))
+        return Checked(error=say(exc, "pca"))
     return Checked(config, plan, None, tuple(plan.guarantees))

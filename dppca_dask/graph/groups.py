@@ -42,8 +42,8 @@ def label_strings(values: Any, owner: str, name: str = "group", start: int | Non
     if count:
         where = ("" if start is None
                  else f" (row {start + int(np.flatnonzero(missing)[0])} is one)")
-        raise InputError(f"The {name!r} parameter of {owner} must not contain missing values. "
-                         f"Got {count} missing value(s){where} instead.")
+        raise InputError(owner=owner, parameter=name, rule="must not contain missing values",
+                         got=f"{count} missing value(s){where}")
     return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in values], dtype=str)
 
 

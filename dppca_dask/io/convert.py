@@ -35,7 +35,7 @@ import pandas as pd
 import xarray as xr
 
 from dppca_dask._validation import parse_bool, parse_choice, parse_int
-from dppca_dask.errors import DPPCAError, InputError, OutputExistsError, ParameterError
+from dppca_dask.errors import DPPCAError, Fix, InputError, OutputExistsError, ParameterError
 from dppca_dask.io.data import ColumnSpec, column_labels, default_chunk_rows, frame_columns
 from dppca_dask.io.duplicates import Duplicates, RowIndex
 from dppca_dask.io.identity import DATASET_ID_ATTR, check_output_location, stamp_dataset_id
@@ -55,9 +55,9 @@ def _infer_format(path: str, fmt: str | None) -> str:
     for suffix, name in _SUFFIXES.items():
         if path.lower().endswith(suffix):
             return name
-    raise ParameterError(f"The 'fmt' parameter of convert must be given when the format cannot be "
-                         f"inferred from the file name (.csv, .csv.gz, .parquet, .pq, .npy). "
-                         f"Got None for {path!r} instead.")
+    raise ParameterError(owner="convert", parameter="fmt", rule="must be given when the format "
+                         "cannot be inferred from the file name (.csv, .csv.gz, .parquet, .pq, "
+                         ".npy)", got=f"None for {path!r}")
 
 
 def _ncols(path: str, fmt: str) -> int:
@@ -206,8 +206,8 @@ def write_frames(frames: Iterable[pd.DataFrame], out_path: str | os.PathLike, *,
     overwrite = parse_bool(overwrite, "overwrite", owner)
     if os.path.lexists(out):
         if not overwrite:
-            raise OutputExistsError(f"Output {out!r} already exists; pass overwrite=True to "
-                                    "replace it.")
+            raise OutputExistsError(f"Output {out!r} already exists.", owner=owner,
+                                    fix=Fix((("overwrite",),), "True", "to replace it"))
         if not (os.path.isdir(out) and _is_zarr_store(out)):
             raise OutputExistsError(f"Output {out!r} exists and is not a Zarr store; refusing to "
                                     "replace it.")

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from dppca_dask._validation import parse_int
+from dppca_dask._validation import bad_param, parse_int
 from dppca_dask.errors import DPPCAError, InputError
 from dppca_dask.graph.groups import label_strings
 from dppca_dask.io.tables import Table, open_table, table_kind
@@ -98,7 +98,7 @@ class _Parts:
 
 
 def _x_error(owner: str, rule: str, got: str) -> InputError:
-    return InputError(f"The 'X' parameter of {owner} must {rule}. Got {got} instead.")
+    return InputError(owner=owner, parameter="X", rule=f"must {rule}", got=got)
 
 
 def default_chunk_rows(n: int, p: int) -> int:
@@ -129,15 +129,14 @@ def _select(columns: ColumnSpec, names: Sequence[str], owner: str, where: str = 
     items = [columns] if isinstance(columns, str | int | np.integer) else columns
     rule = "a column name (str), a 0-based index (int) or a sequence of them"
     if isinstance(items, bool | np.bool_ | bytes) or not isinstance(items, Sequence | np.ndarray):
-        raise InputError(f"The 'columns' parameter of {owner} must be {rule}. "
-                         f"Got {columns!r} instead.")
+        raise bad_param("columns", owner, rule, columns, cls=InputError)
     lookup = {name: i for i, name in enumerate(names)}
     chosen: list[int] = []
     unknown: list[Any] = []
     for item in list(items):
         if isinstance(item, bool | np.bool_) or not isinstance(item, str | int | np.integer):
-            raise InputError(f"The 'columns' parameter of {owner} must be {rule}. "
-                             f"Got an element {item!r} instead.")
+            raise InputError(owner=owner, parameter="columns", rule=f"must be {rule}",
+                             got=f"an element {item!r}")
         if isinstance(item, str):
             pos = lookup.get(item)
         else:
@@ -148,15 +147,15 @@ def _select(columns: ColumnSpec, names: Sequence[str], owner: str, where: str = 
             chosen.append(pos)
     if unknown:
         raise InputError(
-            f"The 'columns' parameter of {owner} names column(s) not found in {where}: "
+            owner=owner, parameter="columns", rule=f"names column(s) not found in {where}: "
             f"{_quote(unknown)}. Available: {_quote(list(names))} (or indexes 0 to "
-            f"{len(names) - 1}).")
+            f"{len(names) - 1})")
     if not chosen:
-        raise InputError(f"The 'columns' parameter of {owner} must select at least one column. "
-                         f"Got {columns!r} instead.")
+        raise InputError(owner=owner, parameter="columns",
+                         rule="must select at least one column", value=columns)
     if len(set(chosen)) != len(chosen):
-        raise InputError(f"The 'columns' parameter of {owner} must not select a column twice. "
-                         f"Got {columns!r} instead.")
+        raise InputError(owner=owner, parameter="columns",
+                         rule="must not select a column twice", value=columns)
     return chosen
 
 
@@ -192,8 +191,9 @@ def frame_columns(frame: pd.DataFrame, columns: ColumnSpec, group: Any, owner: s
                              "feature; leave it out of 'columns'.")
         bad = [names[i] for i in pos if not _is_numeric_column(dtypes[i])]
         if bad:
-            raise InputError(f"The 'columns' parameter of {owner} must select numeric columns. "
-                             f"Got non-numeric column(s) {_quote(bad)} of {where!r} instead.")
+            raise InputError(owner=owner, parameter="columns",
+                             rule="must select numeric columns",
+                             got=f"non-numeric column(s) {_quote(bad)} of {where!r}")
     else:
         pos = [i for i in range(len(names)) if i != gpos]
         dropped = [names[i] for i in pos if not _is_numeric_column(dtypes[i])]
@@ -214,8 +214,9 @@ def _from_dataset(ds: xr.Dataset, array: str | None, owner: str, where: str) -> 
     two_d = sorted(str(k) for k, v in ds.data_vars.items() if v.ndim == 2)
     if array is not None:
         if array not in ds.data_vars:
-            raise InputError(f"The 'array' parameter of {owner} must name a variable of {where}. "
-                             f"Got {array!r} instead; 2-D candidates: {_quote(two_d) or 'none'}.")
+            raise InputError(owner=owner, parameter="array",
+                             rule=f"must name a variable of {where}", value=array,
+                             hint=f"2-D candidates: {_quote(two_d) or 'none'}.")
         if ds[array].ndim != 2:
             raise _x_error(owner, "be 2-D (samples × variables)",
                            f"{ds[array].ndim}-D variable {array!r} of {where}")
@@ -347,8 +348,8 @@ def _resolve(X: Any, owner: str, array: str | None, storage_options: dict | None
         try:
             table = open_table(X, kind)
         except FileNotFoundError:
-            raise InputError(f"The 'X' parameter of {owner}: no {kind} input found at "
-                             f"{os.fspath(X)!r}.") from None
+            raise InputError(owner=owner, parameter="X", rule=f"must name an existing {kind} "
+                             "input", value=os.fspath(X)) from None
         pos, _ = frame_columns(table.meta, columns, group, owner, stacklevel=5)
         names = tuple(str(table.meta.columns[i]) for i in pos)
         return _Parts(table.columns(pos), names, table.origin,
@@ -377,8 +378,8 @@ def _resolve(X: Any, owner: str, array: str | None, storage_options: dict | None
         raise _x_error(owner, "be 2-D (samples × variables)", f"a {values.ndim}-D array")
     _check_dtype(np.dtype(values.dtype), owner)
     if isinstance(values, da.Array) and any(np.isnan(c) for c in values.shape):
-        raise InputError(f"The 'X' parameter of {owner} has unknown chunk sizes; call "
-                         "X.compute_chunk_sizes() first.")
+        raise InputError(owner=owner, parameter="X", rule="must have known chunk sizes",
+                         got="unknown chunk sizes", hint="Call X.compute_chunk_sizes() first.")
     names = parts.variables or _names(None, values.shape[1], owner, "X")
     pos = _select(columns, names, owner)
     if pos != list(range(len(names))):
@@ -409,14 +410,14 @@ def column_labels(raw: Any, n: int, owner: str, name: str = "group") -> np.ndarr
     if isinstance(raw, da.Array):
         if raw.ndim != 1 or raw.shape[0] != n:
             got = f"shape {raw.shape}" if raw.ndim != 1 else f"length {raw.shape[0]}"
-            raise InputError(f"The {name!r} parameter of {owner} must have length equal to the "
-                             f"number of rows of X ({n}). Got {got} instead.")
+            raise InputError(owner=owner, parameter=name, rule="must have length equal to "
+                             f"the number of rows of X ({n})", got=got)
         return raw
     values = np.asarray(getattr(raw, "values", raw), dtype=object)
     if values.ndim != 1 or len(values) != n:
         got = f"shape {values.shape}" if values.ndim != 1 else f"length {len(values)}"
-        raise InputError(f"The {name!r} parameter of {owner} must have length equal to the number "
-                         f"of rows of X ({n}). Got {got} instead.")
+        raise InputError(owner=owner, parameter=name, rule="must have length equal to the "
+                         f"number of rows of X ({n})", got=got)
     return label_strings(values, owner, name)
 
 

@@ -401,7 +401,7 @@ Got '/data' (a folder containing it) instead.
         relation = _relation(out, target)
         if relation is not None:
             got = text if out == text else f"{text} (resolved {out})"
-            raise cls(f"The {parameter!r} parameter of {owner} must not be equal to, inside or "
+            raise cls(owner=owner, parameter=parameter, rule="must not be equal to, inside or "
                       f"a folder containing {label} {target!r} (nothing was written or "
-                      f"deleted). Got {got!r} ({relation} it) instead.")
+                      "deleted)", got=f"{got!r} ({relation} it)")
     return out

@@ -305,8 +305,7 @@ def fit_pca(
     """Run dp_pca on a validated source (shared with the CLI's ``pca`` task)."""
     n, p = source.n, source.p
     if p < 2:
-        raise InputError(f"The 'X' parameter of {_OWNER} must have at least two columns. "
-                         f"Got {p} instead.")
+        raise InputError(owner=_OWNER, parameter="X", rule="must have at least two columns", value=p)
     supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
     axes = parse_axes(axes, _OWNER, p if supplied is None else supplied[0].shape[1])
     m_bins = parse_bins(bins, n, _OWNER)

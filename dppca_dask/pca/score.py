@@ -251,8 +251,7 @@ def fit_score(
     """Run dp_score on a validated source (shared with the CLI's ``score`` task)."""
     owner = "dp_score"
     if source.p < 2:
-        raise InputError(f"The 'X' parameter of {owner} must have at least two columns. "
-                         f"Got {source.p} instead.")
+        raise InputError(owner=owner, parameter="X", rule="must have at least two columns", value=source.p)
     supplied = parse_v_dp(V_dp, source, owner) if V_dp is not None else None
     axes = parse_axes(axes, owner, source.p if supplied is None else supplied[0].shape[1])
     m_bins = parse_bins(bins, source.n, owner)

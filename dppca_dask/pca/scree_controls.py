@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, TypeAlias, Union
 
 from dppca_dask._validation import bad_param, parse_bool, parse_int, parse_real
-from dppca_dask.errors import ParameterError
+from dppca_dask.errors import Fix, ParameterError
 
 __all__ = [
     "METHODS",
@@ -57,20 +57,18 @@ _OPTIONAL = {
 }
 
 
-def _missing_error(method: str, names: Sequence[str]) -> ParameterError:
+def _missing_error(method: str, names: Sequence[str], owner: str) -> ParameterError:
     listed = ", ".join(repr(n) for n in names)
-    call = ", ".join(f"{n}=..." for n in _REQUIRED[method])
-    return ParameterError(
-        f"Missing required control parameter(s): {listed}. "
-        f"Provide control={method}_control({call})."
-    )
+    parameter = "scree_control" if owner in ("dp_pca", "DPPCA") else "control"
+    return ParameterError(f"Missing required control parameter(s): {listed}.", owner=owner,
+                          fix=Fix(tuple((parameter, method, n) for n in _REQUIRED[method])))
 
 
-def _check_required(method: str, values: Mapping[str, Any]) -> None:
+def _check_required(method: str, values: Mapping[str, Any], owner: str = "dp_scree") -> None:
     missing = [n for n in _REQUIRED[method] if values.get(n, _MISSING) is _MISSING
                or values.get(n) is None]
     if missing:
-        raise _missing_error(method, missing)
+        raise _missing_error(method, missing, owner)
 
 
 MAX_CLIP = 1e100
@@ -311,7 +309,7 @@ def _coerce(method: str, value: Any, owner: str) -> Control:
             f"{unknown[0]!r} is not a parameter of {method}_control (its parameters are "
             f"{', '.join(known)})."
         )
-    _check_required(method, value)
+    _check_required(method, value, owner)
     return _CONSTRUCTORS[method](**dict(value))
 
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dppca_dask._validation import parse_real
+from dppca_dask._validation import bad_param, parse_real
 from dppca_dask.errors import BudgetError
 from dppca_dask.privacy.accounting import SpendRecord
 
@@ -243,8 +243,8 @@ def resolve_zcdp(
             raise BudgetError(f"{owner} takes either rho or eps and delta, not both.")
         value = parse_real(rho, "rho", owner, low=0.0, cls=BudgetError)
         if not math.isfinite(value):
-            raise BudgetError(f"The 'rho' parameter of {owner} must be a float in the range "
-                              f"(0, inf). Got {rho!r} instead.")
+            raise bad_param("rho", owner, "a float in the range (0, inf)", rho,
+                            cls=BudgetError)
         return ZCDPPlan(owner, value)
     if eps is None and delta is None:
         raise BudgetError(f"{owner} needs a privacy budget: rho (zCDP), or eps and delta.")
@@ -254,8 +254,7 @@ def resolve_zcdp(
                           f"{missing!r} is missing.")
     e = parse_real(eps, "eps", owner, low=0.0, cls=BudgetError)
     if not math.isfinite(e):
-        raise BudgetError(f"The 'eps' parameter of {owner} must be a float in the range "
-                          f"(0, inf). Got {eps!r} instead.")
+        raise bad_param("eps", owner, "a float in the range (0, inf)", eps, cls=BudgetError)
     d = parse_real(delta, "delta", owner, low=0.0, high=1.0, cls=BudgetError)
     return ZCDPPlan(owner, zcdp_rho(e, d), e, d)
 

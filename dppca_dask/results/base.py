@@ -28,7 +28,7 @@ import xarray as xr
 
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask._version import package_version
-from dppca_dask.errors import InputError, OutputExistsError
+from dppca_dask.errors import Fix, InputError, OutputExistsError
 from dppca_dask.privacy.accounting import (
     SpendRecord,
     ledger_from_dicts,
@@ -62,10 +62,8 @@ def write_atomically(
     """
     target = Path(path)
     if target.exists() and not overwrite:
-        raise OutputExistsError(
-            f"Output {str(target)!r} already exists; pass overwrite=True (CLI: --overwrite) "
-            "to replace it."
-        )
+        raise OutputExistsError(f"Output {str(target)!r} already exists.",
+                                fix=Fix((("overwrite",),), "True", "to replace it"))
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:

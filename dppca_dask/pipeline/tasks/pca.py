@@ -60,8 +60,7 @@ def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, 
     """Every pca option against the input's public shape (no data values read)."""
     opts = cfg.pca
     if src.p < 2:
-        raise InputError(f"The 'X' parameter of {_OWNER} must have at least two columns. "
-                         f"Got {src.p} instead.")
+        raise InputError(owner=_OWNER, parameter="X", rule="must have at least two columns", value=src.p)
     methods = parse_scree_methods(list(opts.scree_method), _OWNER)
     controls = resolve_controls(methods, dict(opts.scree_control), owner=_OWNER)
     check_scree_args(src.n, src.p, methods, parse_center(opts.center), _OWNER)

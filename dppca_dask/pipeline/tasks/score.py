@@ -60,8 +60,7 @@ def _sampling(cfg: RunConfig) -> SamplingControl:
 def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[int, int], tuple[str, ...]]:
     """Every score option, checked against the input's public shape (no data values)."""
     if src.p < 2:
-        raise InputError(f"The 'X' parameter of {_OWNER} must have at least two columns. "
-                         f"Got {src.p} instead.")
+        raise InputError(owner=_OWNER, parameter="X", rule="must have at least two columns", value=src.p)
     parse_axes(cfg.score.axes, _OWNER, src.p)
     bins = parse_bins(cfg.score.bins, src.n, _OWNER)
     _sampling(cfg)
