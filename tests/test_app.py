@@ -28,8 +28,8 @@ import yaml
 from click.testing import CliRunner
 
 from dppca_dask.cli import main
-from dppca_dask.pipeline.wording import cli_message
 from dppca_dask.errors import DPPCAError
+from dppca_dask.pipeline.wording import cli_message
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
