@@ -14,12 +14,11 @@ from typing import Any, TypeAlias
 import numpy as np
 import xarray as xr
 
-from dppca_dask._typing import Pairs
-from dppca_dask._validation import bad_param
+from dppca_dask._validation import bad_param, count_check
 from dppca_dask.errors import InputError
-from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.io.data import DataSource
 from dppca_dask.pca.loading import loading_records, release_loading
+from dppca_dask.pca.options import Setup
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import LoadingResult
@@ -67,6 +66,7 @@ def parse_v_dp(V_dp: Any, source: DataSource, owner: str) -> tuple[np.ndarray, s
     name X's variables in order) or an array with one row per variable (a vector is one
     direction).
     """
+    count_check("parse_v_dp", owner, "V_dp")
     rule = (f"a dp_loading result or a {source.p} x k matrix of PC directions (one row per "
             "variable, finite values)")
     names = None
@@ -113,41 +113,24 @@ def prior_record(plan: BudgetPlan, origin: str) -> SpendRecord:
                        note=f"directions released earlier ({origin}); recorded, not spent again")
 
 
-def release_directions(
-    source: DataSource,
-    plan: BudgetPlan,
-    supplied: tuple[np.ndarray, str] | None,
-    *,
-    calibration: str,
-    cpp_option: bool,
-    rng_state: RngState,
-    block_rows: int | None,
-    sensitivity: str = "seed",
-    non_private: bool = False,
-    pairs: Pairs = "all",
-    pair_block: int = DEFAULT_PAIR_BLOCK,
-) -> tuple[Directions, LoadingResult | None]:
-    """The directions of a fit: the supplied ones (a prior release) or this fit's loading stage.
+def release_directions(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngState
+                       ) -> tuple[Directions, LoadingResult | None]:
+    """The directions of a fit: the supplied ones (``setup.supplied``, a prior release) or this
+    fit's loading stage.
 
     Returns them with the loading stage's result (``None`` for supplied directions).
     """
-    if supplied is not None:
-        matrix, how = supplied
+    if setup.supplied is not None:
+        matrix, how = setup.supplied
         return Directions(matrix, (prior_record(plan, how),), how), None
-    part = release_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
-                           non_private=non_private, rng_state=rng_state, block_rows=block_rows,
-                           sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+    part = release_loading(source, plan, setup, rng_state)
     matrix = np.asarray(part.result.directions.values)
     return Directions(matrix, part.records, "dp_loading"), part.result
 
 
-def directions_records(n: int, p: int, budget: BudgetPlan,
-                       supplied: tuple[np.ndarray, str] | None, *, calibration: str,
-                       sensitivity: str = "seed", pairs: Pairs = "all",
-                       pair_block: int = DEFAULT_PAIR_BLOCK) -> tuple[SpendRecord, ...]:
+def directions_records(setup: Setup, budget: BudgetPlan) -> tuple[SpendRecord, ...]:
     """The planned records of :func:`release_directions`: the loading release, or the prior
     record of the supplied directions."""
-    if supplied is not None:
-        return (prior_record(budget, supplied[1]),)
-    return loading_records(n, p, budget, calibration=calibration, sensitivity=sensitivity,
-                           pairs=pairs, pair_block=pair_block)
+    if setup.supplied is not None:
+        return (prior_record(budget, setup.supplied[1]),)
+    return loading_records(setup, budget)

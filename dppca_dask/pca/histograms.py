@@ -25,7 +25,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from dppca_dask._validation import bad_param
+from dppca_dask._validation import bad_param, count_check
 from dppca_dask.errors import BudgetError, InputError
 from dppca_dask.graph.groups import grouped_block_sum
 from dppca_dask.graph.passes import row_block_sum
@@ -131,6 +131,7 @@ def parse_bins(bins: Any, n: int, owner: str) -> tuple[int, int]:
     A grid of more than :func:`cell_limit` (n) cells is refused with the memory and drawing-time
     estimate (``dppca-dask plan`` calls this with the input's public n). ``n <= 2`` checks the
     form only (the estimators call it so before n is known, then again with n)."""
+    count_check("parse_bins", owner, "bins")
     if bins is None:
         m = default_bins(n)
         return m, m
@@ -149,15 +150,23 @@ def parse_bins(bins: Any, n: int, owner: str) -> tuple[int, int]:
             raise bad_param("bins", owner, f"{BINS_RULE} (at most {MAX_BINS} per axis)", bins)
         parsed.append(int(v))
     out = (parsed[0], parsed[0]) if len(parsed) == 1 else (parsed[0], parsed[1])
+    if n > 2:  # n <= 2: the form only (the options object's check before n is known)
+        check_cells(out, n, owner, bins)
+    return out
+
+
+def check_cells(out: tuple[int, int], n: int, owner: str, bins: Any = None) -> None:
+    """A parsed grid ``out`` against :func:`cell_limit` (n) (``bins``: as the user gave it)."""
+    count_check("check_cells", owner, "bins")
+    bins = out if bins is None else bins
     cells, limit = out[0] * out[1], cell_limit(n)
-    if n > 2 and cells > limit:  # n <= 2: the estimators' syntax check before n is known
+    if cells > limit:
         memory, seconds = histogram_estimate(out)
         raise bad_param("bins", owner, f"a grid of at most {limit:,} cells for n = {n:,} "
                         f"({CELLS_PER_OBSERVATION} per observation, at least {MIN_CELL_LIMIT:,}, "
                         f"at most {MAX_CELLS:,}); {out[0]} x {out[1]} = {cells:,} cells would "
                         f"hold about {memory / 2**20:,.0f} MiB on the driver per histogram and "
                         f"take about {seconds:,.0f} s to draw", bins)
-    return out
 
 
 def frame_breaks(frame: Frame, bins: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -286,6 +295,7 @@ def release_histograms(
 def parse_methods(method: Any, owner: str) -> tuple[str, ...]:
     """Histogram methods, a str or a sequence drawn from {"add", "sparse", "geometric"}
     (canonical order)."""
+    count_check("parse_score_methods", owner, "method")
     rule = "a str or a non-empty sequence of str among {'add', 'sparse', 'geometric'}"
     items = [method] if isinstance(method, str) else method
     if not isinstance(items, Sequence | np.ndarray) or isinstance(items, bytes) or len(items) == 0:

@@ -19,13 +19,13 @@ docs/design/kendall_blocks_sensitivity.md.
 from __future__ import annotations
 
 import math
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from dppca_dask._typing import Calibration, DataLike, Pairs, PairsOption, RngLike, Sensitivity
-from dppca_dask._validation import parse_bool, parse_choice, parse_int
+from dppca_dask._validation import parse_bool
 from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import (
     DEFAULT_PAIR_BLOCK,
@@ -36,9 +36,18 @@ from dppca_dask.graph.compute import (
 from dppca_dask.graph.memory import check_matrix_memory
 from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
+from dppca_dask.pca.options import (
+    AUTO_MAX_WORK,
+    PAIRS,
+    SENSITIVITIES,
+    LoadingOptions,
+    Setup,
+    parse_pairs,
+    resolve_pairs,
+)
 from dppca_dask.pca.postprocess import align_signs, ordered_eigh
 from dppca_dask.privacy.accountant import Accountant, account
-from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
+from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.mechanisms import gaussian_calibration, gaussian_symmetric_matrix
 from dppca_dask.privacy.plan import Plan, planned
@@ -46,29 +55,18 @@ from dppca_dask.results.base import LoadingResult, Part, build_loading_result
 from dppca_dask.rng import as_rng
 
 __all__ = [
+    "AUTO_MAX_WORK",
     "PAIRS",
     "SENSITIVITIES",
     "dp_loading",
     "kendall_sensitivity",
+    "loading_plan_of",
     "loading_records",
     "parse_pairs",
     "plan_loading",
     "resolve_pairs",
     "spherical_kendall",
 ]
-
-PAIRS = ("all", "blocks", "auto")
-
-AUTO_MAX_WORK = 5e11
-"""``pairs="auto"`` uses all pairs while the all-pairs work n(n−1)/2·p (pair-coordinates) is at
-most this, blocks above: about 2 core-minutes of the fused Kendall kernel at the ~4e9
-pair-coordinates per second per core measured on this project's 2-core machine (Gaussian data;
-docs/performance.md). p = 20: all pairs up to n ≈ 224 000; p = 50: up to n ≈ 141 000."""
-
-
-SENSITIVITIES: tuple[str, ...] = ("seed", "tight")
-"""Per-pair-term bounds: ``"seed"`` 2 (the R package's 4/n), ``"tight"`` √2 (2√2/n)."""
-
 
 def kendall_sensitivity(
     n: int,
@@ -104,34 +102,6 @@ def kendall_sensitivity(
     sizes = pair_groups(n, pair_block)
     total = sum(s * (s - 1) // 2 for s in sizes)
     return term * (max(sizes) - 1) / total
-
-
-def _parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[PairsOption, int]:
-    pairs = cast(PairsOption, parse_choice(pairs, "pairs", owner, PAIRS))
-    pair_block = parse_int(pair_block, "pair_block", owner, low=2)
-    return pairs, pair_block
-
-
-def parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[PairsOption, int]:
-    """``pairs`` ("all", "blocks" or "auto") and ``pair_block`` (an int >= 2), checked."""
-    return _parse_pairs(pairs, pair_block, owner)
-
-
-def resolve_pairs(pairs: str, n: int, p: int) -> tuple[Pairs, str]:
-    """The Kendall mode for ``pairs``, decided from the public n and p only, and why.
-
-    Examples
-    --------
-    >>> resolve_pairs("auto", 5000, 20)[0], resolve_pairs("auto", 10**6, 50)[0]
-    ('all', 'blocks')
-    """
-    if pairs != "auto":
-        return cast(Pairs, pairs), f"pairs={pairs!r} as given"
-    work = n * (n - 1) / 2 * p
-    mode: Pairs = "all" if work <= AUTO_MAX_WORK else "blocks"
-    rel = "<=" if mode == "all" else ">"
-    return mode, (f"pairs='auto' -> {mode}: all-pairs work n(n-1)/2 * p = {work:.3g} "
-                  f"{rel} {AUTO_MAX_WORK:.3g} pair-coordinates (about 2 core-minutes)")
 
 
 def _kendall_from_parts(parts: tuple[np.ndarray, int], expected: int) -> np.ndarray:
@@ -189,7 +159,7 @@ def spherical_kendall(
     1.0
     """
     cpp_option = parse_bool(cpp_option, "cpp_option", "spherical_kendall")
-    requested, pair_block = _parse_pairs(pairs, pair_block, "spherical_kendall")
+    requested, pair_block = parse_pairs(pairs, pair_block, "spherical_kendall")
     source = as_data(X, owner="spherical_kendall")
     pairs = resolve_pairs(requested, source.n, source.p)[0]
     graph, layout = kendall_sum(
@@ -297,86 +267,53 @@ def dp_loading(
     Non-private reference: not stored
     """
     owner = "dp_loading"
-    cpp_option = parse_bool(cpp_option, "cpp_option", owner)
-    non_private = parse_bool(non_private, "non_private", owner)
-    calibration = parse_choice(calibration, "calibration", owner, CALIBRATIONS)  # type: ignore[assignment]
-    requested, pair_block = _parse_pairs(pairs, pair_block, owner)
-    sensitivity = parse_choice(sensitivity, "sensitivity", owner, SENSITIVITIES)  # type: ignore[assignment]
+    options = LoadingOptions.parse(
+        owner, cpp_option=cpp_option, non_private=non_private, calibration=calibration,
+        pairs=pairs, pair_block=pair_block, sensitivity=sensitivity, block_rows=block_rows)
     plan = resolve_budget(privacy, owner=owner)
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner)
-    pairs = resolve_pairs(requested, source.n, source.p)[0]
-    release = plan_loading(source.n, source.p, plan, calibration=calibration, pairs=pairs,
-                           pair_block=pair_block, sensitivity=sensitivity)
-
-    def fit() -> LoadingResult:
-        return fit_loading(
-            source, plan, calibration=calibration, cpp_option=cpp_option, non_private=non_private,
-            rng_state=state, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
-            sensitivity=sensitivity,
-        )
-
-    return account(ledger, X, release, n=source.n, owner=owner, rng=state.generator,
-                   seeded=state.seeded, fit=fit)
+    setup = options.bind(source.n, source.p)
+    return account(ledger, X, loading_plan_of(setup, plan), n=source.n, owner=owner,
+                   rng=state.generator, seeded=state.seeded,
+                   fit=lambda: fit_loading(source, plan, setup, state))
 
 
-def fit_loading(
-    source: DataSource,
-    plan: BudgetPlan,
-    *,
-    calibration: str,
-    cpp_option: bool,
-    non_private: bool,
-    rng_state: Any,
-    block_rows: int | None,
-    pairs: Pairs = "all",
-    pair_block: int = DEFAULT_PAIR_BLOCK,
-    sensitivity: str = "seed",
-) -> LoadingResult:
-    """Run the loading stage on a validated source (shared with dp_pca and the CLI)."""
-    return release_loading(source, plan, calibration=calibration, cpp_option=cpp_option,
-                           non_private=non_private, rng_state=rng_state, block_rows=block_rows,
-                           pairs=pairs, pair_block=pair_block, sensitivity=sensitivity).result
+def fit_loading(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: Any
+                ) -> LoadingResult:
+    """Run the loading stage on a validated source and bound options (dp_loading, the CLI)."""
+    return release_loading(source, plan, setup, rng_state).result
 
 
-def release_loading(
-    source: DataSource,
-    plan: BudgetPlan,
-    *,
-    calibration: str,
-    cpp_option: bool,
-    non_private: bool,
-    rng_state: Any,
-    block_rows: int | None,
-    pairs: Pairs = "all",
-    pair_block: int = DEFAULT_PAIR_BLOCK,
-    sensitivity: str = "seed",
-) -> Part[LoadingResult]:
+def release_loading(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: Any
+                    ) -> Part[LoadingResult]:
     """The loading stage: its result and its spend record (handed over as objects)."""
+    options = setup.options
+    pairs, pair_block, bound = setup.pairs, options.pair_block, options.sensitivity
     check_matrix_memory(source.p, "The loading release (dp_loading / dp_pca)")
     budget = plan.spend("loading")
-    bound = sensitivity
     sensitivity_value = kendall_sensitivity(source.n, pairs=pairs, pair_block=pair_block,
                                             bound=bound)
     graph, layout = kendall_sum(
-        source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
-        reread="auto" if source.origin in ("zarr", "parquet") else False,
+        source.array, fast=options.cpp_option, block_rows=options.block_rows, pairs=pairs,
+        pair_block=pair_block, reread="auto" if source.origin in ("zarr", "parquet") else False,
     )
     derivation: list[str] = []  # public: how the sensitivity was derived (recorded)
     if bound == "tight":
         derivation.append("sensitivity='tight': sqrt(2) per pair term "
-                     "(docs/design/kendall_sensitivity.md)")
+                          "(docs/design/kendall_sensitivity.md)")
     if pairs == "blocks":
         sizes = layout.block_sizes
         derivation.append(f"pairs='blocks': {len(sizes)} groups of consecutive rows "
-                     f"({min(sizes)} to {max(sizes)} rows, pair_block={pair_block}), "
-                     f"{layout.n_pairs} within-group pairs P, sensitivity 2*(max group size - "
-                     "1)/P (docs/design/kendall_blocks_sensitivity.md)")
+                          f"({min(sizes)} to {max(sizes)} rows, pair_block={pair_block}), "
+                          f"{layout.n_pairs} within-group pairs P, sensitivity 2*(max group "
+                          "size - 1)/P (docs/design/kendall_blocks_sensitivity.md)")
+    non_private = options.non_private
     lazy = [graph, moments(source.array)] if non_private else [graph]
     computed = run(once(*lazy))
     k = _kendall_from_parts(computed[0], layout.n_pairs)
     release = gaussian_symmetric_matrix(
-        k, sensitivity=sensitivity_value, budget=budget, calibration=calibration,
+        k, sensitivity=sensitivity_value, budget=budget, calibration=options.calibration,
         rng=rng_state.generator, component="loading", basis="; ".join(derivation),
     )
     _, directions = ordered_eigh(release.value)
@@ -394,24 +331,25 @@ def release_loading(
         n=source.n,
         plan=plan,
         ledger=(release.record,),
-        calibration=calibration,
+        calibration=options.calibration,
         seeded=rng_state.seeded,
         extra={
-            "cpp_option": cpp_option, "pairs": pairs, "pair_block": pair_block,
+            "cpp_option": options.cpp_option, "pairs": pairs, "pair_block": pair_block,
             "sensitivity": bound,
             "kendall_layout": layout.as_dict(),
         },
     ), (release.record,))
 
 
-def loading_records(n: int, p: int, budget: BudgetPlan, *, calibration: str,
-                    pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK,
-                    sensitivity: str = "seed") -> tuple[SpendRecord, ...]:
+def loading_records(setup: Setup, budget: BudgetPlan) -> tuple[SpendRecord, ...]:
     """The loading stage's planned ledger: one symmetric-matrix Gaussian with the allocation,
     its grid-inflated Frobenius sensitivity and its diagonal noise sd (all public)."""
     spend = budget.spend("loading")
+    options, p = setup.options, setup.p
+    calibration = options.calibration
     cal = gaussian_calibration(
-        kendall_sensitivity(n, pairs=pairs, pair_block=pair_block, bound=sensitivity),
+        kendall_sensitivity(setup.n, pairs=setup.pairs, pair_block=options.pair_block,
+                            bound=options.sensitivity),
         p * (p + 1) // 2, spend, calibration)
     return (planned("loading", "gaussian_symmetric_matrix", spend.eps, spend.delta,
                     noise="gaussian", calibration=calibration, sensitivity=cal["sensitivity"],
@@ -420,9 +358,15 @@ def loading_records(n: int, p: int, budget: BudgetPlan, *, calibration: str,
                     note="noisy spherical Kendall matrix"),)
 
 
+def loading_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
+    """What ``dp_loading`` spends and its one Kendall pass, for bound options."""
+    return Plan(loading_records(setup, budget), passes=1)
+
+
 def plan_loading(n: int, p: int, budget: BudgetPlan, *, calibration: str = "classical",
                  pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK,
                  sensitivity: str = "seed") -> Plan:
     """What ``dp_loading`` spends and its one Kendall pass, from public quantities only."""
-    return Plan(loading_records(n, p, budget, calibration=calibration, pairs=pairs,
-                                pair_block=pair_block, sensitivity=sensitivity), passes=1)
+    options = LoadingOptions.parse("dp_loading", calibration=calibration, pairs=pairs,
+                                   pair_block=pair_block, sensitivity=sensitivity)
+    return loading_plan_of(options.bind(n, p), budget)

@@ -52,8 +52,6 @@ from dppca_dask._typing import (
     ScreeMethod,
     Sensitivity,
 )
-from dppca_dask._validation import parse_axes, parse_bool, parse_choice
-from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.graph.rounds import gather, run
 from dppca_dask.graph.scree_passes import ScoresBackend
@@ -67,25 +65,18 @@ from dppca_dask.pca.directions import (
     prior_record,
     release_directions,
 )
-from dppca_dask.pca.frame import FRAME_METHODS
-from dppca_dask.pca.histograms import parse_bins
-from dppca_dask.pca.histograms import parse_methods as parse_score_methods
-from dppca_dask.pca.loading import SENSITIVITIES, parse_pairs, resolve_pairs
+from dppca_dask.pca.options import PCAOptions, Setup
 from dppca_dask.pca.score import score_records, score_rounds, score_stage
 from dppca_dask.pca.scree import (
     center_rounds,
-    check_scree_args,
     method_rounds,
-    parse_center,
-    resolve_k,
     scree_records,
     scree_rounds,
     scree_stage,
 )
-from dppca_dask.pca.scree_controls import ScreeControlLike, resolve_controls
-from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
+from dppca_dask.pca.scree_controls import ScreeControlLike
 from dppca_dask.privacy.accountant import Accountant, account
-from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
+from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import LoadingResult, base_metadata, coord_labels, freeze_dataset
@@ -242,85 +233,33 @@ def dp_pca(
     >>> round(fit.metadata["ledger_total"]["eps"], 12), fit.metadata["passes"]
     (6.0, 4)
     """
-    scree_methods = parse_scree_methods(scree_method, _OWNER)
-    controls = resolve_controls(scree_methods, scree_control, owner=_OWNER)
-    hist_methods = parse_score_methods(score_method, _OWNER)
-    axes = parse_axes(axes, _OWNER)
-    if bins is not None:
-        parse_bins(bins, 2, _OWNER)
-    mono = parse_bool(mono, "mono", _OWNER)
-    cpp_option = parse_bool(cpp_option, "cpp_option", _OWNER)
-    non_private = parse_bool(non_private, "non_private", _OWNER)
-    calibration = parse_choice(calibration, "calibration", _OWNER, CALIBRATIONS)  # type: ignore[assignment]
-    frame = parse_choice(frame, "frame", _OWNER, FRAME_METHODS)  # type: ignore[assignment]
-    centering = parse_center(center)
-    sensitivity = parse_choice(sensitivity, "sensitivity", _OWNER, SENSITIVITIES)  # type: ignore[assignment]
-    requested, pair_block = parse_pairs(pairs, pair_block, _OWNER)
+    options = PCAOptions.parse(
+        _OWNER, scree_methods=scree_method, control=scree_control, k=k, mono=mono,
+        center=center, score_methods=score_method, bins=bins, axes=axes, frame=frame,
+        cpp_option=cpp_option, non_private=non_private, calibration=calibration,
+        sensitivity=sensitivity, pairs=pairs, pair_block=pair_block, block_rows=block_rows)
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_cols=2, group=group)
-    pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
-    release = plan_pca(source.n, source.p, plan, k=k, scree_methods=scree_methods,
-                       controls=controls, score_methods=hist_methods, center=centering,
-                       frame=frame, supplied=supplied, calibration=calibration,
-                       sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
-
-    def fit() -> PCAResult:
-        return fit_pca(
-            source, plan, k=k, scree_methods=scree_methods, controls=controls, bins=bins,
-            hist_methods=hist_methods, axes=axes, V_dp=V_dp, mono=mono, cpp_option=cpp_option,
-            non_private=non_private, calibration=calibration, rng_state=state, center=centering,
-            frame=frame, block_rows=block_rows, sensitivity=sensitivity, pairs=pairs,
-            pair_block=pair_block,
-        )
-
-    return account(ledger, X, release, n=source.n, owner=_OWNER, rng=state.generator,
-                   seeded=state.seeded, fit=fit)
+    setup = options.bind(source.n, source.p, supplied)
+    return account(ledger, X, pca_plan_of(setup, plan), n=source.n, owner=_OWNER,
+                   rng=state.generator, seeded=state.seeded,
+                   fit=lambda: fit_pca(source, plan, setup, state))
 
 
-def fit_pca(
-    source: DataSource,
-    plan: BudgetPlan,
-    *,
-    k: int | None,
-    scree_methods: tuple[str, ...],
-    controls: dict[str, Any],
-    bins: Any,
-    hist_methods: tuple[str, ...],
-    axes: tuple[int, int],
-    V_dp: Any,
-    mono: bool,
-    cpp_option: bool,
-    non_private: bool,
-    calibration: str,
-    rng_state: RngState,
-    center: Any,
-    frame: str,
-    block_rows: int | None = None,
-    sensitivity: str = "seed",
-    pairs: Pairs = "all",
-    pair_block: int = DEFAULT_PAIR_BLOCK,
-) -> PCAResult:
-    """Run dp_pca on a validated source (shared with the CLI's ``pca`` task)."""
-    n, p = source.n, source.p
-    if p < 2:
-        raise InputError(owner=_OWNER, parameter="X", rule="must have at least two columns", value=p)
-    supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
-    axes = parse_axes(axes, _OWNER, p if supplied is None else supplied[0].shape[1])
-    m_bins = parse_bins(bins, n, _OWNER)
-    k = resolve_k(k, p, supplied, _OWNER)
-    check_scree_args(n, p, scree_methods, center, _OWNER)
+def fit_pca(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngState
+            ) -> PCAResult:
+    """Run dp_pca on a validated source and bound options (the CLI's ``pca`` task too)."""
+    options, n, p, k, supplied = setup.options, setup.n, setup.p, setup.k, setup.supplied
+    assert k is not None
+    assert setup.m_bins is not None
     plan.spend("scree"), plan.spend("score")  # both must be spendable (never prior)
 
-    released, fitted = release_directions(
-        source, plan, supplied, calibration=calibration, cpp_option=cpp_option,
-        rng_state=rng_state, block_rows=block_rows, sensitivity=sensitivity,
-        non_private=non_private, pairs=pairs,
-        pair_block=pair_block)
+    released, fitted = release_directions(source, plan, setup, rng_state)
     if fitted is None:
         passes = 0
-        loading = _supplied_loading(released.matrix, source, plan, calibration,
+        loading = _supplied_loading(released.matrix, source, plan, options.calibration,
                                     rng_state.seeded, released.records[0])
         shared = released
     else:
@@ -330,14 +269,10 @@ def fit_pca(
     v = shared.matrix
 
     score = score_stage(
-        source, plan, shared, axes=axes, m_bins=m_bins, methods=hist_methods,
-        frame=frame, non_private=non_private, calibration=calibration, rng_state=rng_state,
-        extra={"cpp_option": cpp_option, "v_dp_supplied": supplied is not None,
+        source, plan, shared, setup, rng_state,
+        extra={"cpp_option": options.cpp_option, "v_dp_supplied": supplied is not None,
                "shared_directions": "dp_pca"})
-    scree = scree_stage(
-        source, plan, shared, methods=scree_methods, controls=controls, k=k, mono=mono,
-        cpp_option=cpp_option, non_private=non_private, calibration=calibration,
-        rng_state=rng_state, center=center)
+    scree = scree_stage(source, plan, shared, setup, rng_state)
     backend = ScoresBackend(source.array, v[:, :k])
     score, scree = run(gather([score, scree]), backend)  # score first: its draws come first
     passes += backend.passes
@@ -346,12 +281,13 @@ def fit_pca(
               *(r for r in scree.records if r.status == "spent"),
               *(r for r in score.records if r.status == "spent")]
     meta = base_metadata(
-        kind="pca", n=n, p=p, plan=plan, ledger=ledger, calibration=calibration,
-        seeded=rng_state.seeded, non_private=non_private,
-        extra={"k": k, "scree_methods": list(scree_methods), "score_methods":
-               list(hist_methods), "axes": list(axes), "bins": list(m_bins),
-               "v_dp_supplied": supplied is not None, "cpp_option": cpp_option,
-               "passes": passes, "draw_order": "loading; then per round: score, then scree"})
+        kind="pca", n=n, p=p, plan=plan, ledger=ledger, calibration=options.calibration,
+        seeded=rng_state.seeded, non_private=options.non_private,
+        extra={"k": k, "scree_methods": list(options.scree_methods), "score_methods":
+               list(options.score_methods), "axes": list(options.axes),
+               "bins": list(setup.m_bins), "v_dp_supplied": supplied is not None,
+               "cpp_option": options.cpp_option, "passes": passes,
+               "draw_order": "loading; then per round: score, then scree"})
     root = xr.Dataset(attrs={"title": "dppca_dask: differentially private PCA (loading, scree "
                                       "and score parts)",
                              "dppca_kind": "pca", "dppca_metadata": json.dumps(meta)})
@@ -359,28 +295,28 @@ def fit_pca(
                                    "score": score.result.dataset})
 
 
+def pca_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
+    """What ``dp_pca`` spends and how often it reads X, for bound options.
+
+    The records are the fit's ledger: the loading release (or the supplied V_dp's prior
+    record), the scree stage's and the score stage's mechanisms.
+    """
+    records = [*directions_records(setup, budget), *scree_records(setup, budget),
+               *score_records(setup, budget)]
+    passes = (setup.supplied is None) + max(scree_rounds(setup),
+                                            score_rounds(setup.options.frame))
+    return Plan(tuple(records), passes=passes)
+
+
 def plan_pca(n: int, p: int, budget: BudgetPlan, *, k: int | None = None,
              scree_methods: Sequence[str] = ("clipped",), controls: dict[str, Any] | None = None,
              score_methods: Sequence[str] = ("add",), center: Any = "private",
              frame: str = "durfee", supplied: tuple[np.ndarray, str] | None = None,
              calibration: str = "classical", sensitivity: str = "seed",
-        pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
-    """What ``dp_pca`` spends and how often it reads X, from public quantities only.
-
-    The records are the fit's ledger: the loading release (or the supplied V_dp's prior
-    record), the scree stage's and the score stage's mechanisms.
-    """
-    controls = resolve_controls(tuple(scree_methods), controls, owner=_OWNER)
-    center = center if isinstance(center, np.ndarray) else parse_center(center)
-    k = resolve_k(k, p, supplied, _OWNER)
-    check_scree_args(n, p, scree_methods, center, _OWNER)
-    head = directions_records(n, p, budget, supplied, calibration=calibration,
-                              sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
-    records = [*head,
-               *scree_records(n, budget, methods=scree_methods, controls=controls, k=k,
-                              center=center, calibration=calibration),
-               *score_records(budget, methods=score_methods, frame=frame,
-                              calibration=calibration)]
-    passes = (supplied is None) + max(scree_rounds(scree_methods, controls, n, center),
-                                      score_rounds(frame))
-    return Plan(tuple(records), passes=passes)
+             pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
+    """What ``dp_pca`` spends and how often it reads X, from public quantities only."""
+    options = PCAOptions.parse(
+        _OWNER, k=k, scree_methods=tuple(scree_methods), control=controls,
+        score_methods=tuple(score_methods), center=center, frame=frame,
+        calibration=calibration, sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+    return pca_plan_of(options.bind(n, p, supplied), budget)

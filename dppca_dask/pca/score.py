@@ -36,8 +36,6 @@ from dppca_dask._typing import (
     ScoreMethod,
     Sensitivity,
 )
-from dppca_dask._validation import parse_axes, parse_bool, parse_choice
-from dppca_dask.errors import InputError
 from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.graph.groups import label_strings
 from dppca_dask.graph.rounds import Stage, run
@@ -50,7 +48,6 @@ from dppca_dask.pca.directions import (
     release_directions,
 )
 from dppca_dask.pca.frame import (
-    FRAME_METHODS,
     INFLATE,
     Frame,
     frame_records,
@@ -63,13 +60,11 @@ from dppca_dask.pca.histograms import (
     bin_count_pass,
     frame_breaks,
     grouped_bin_count_pass,
-    parse_bins,
-    parse_methods,
     release_histograms,
 )
-from dppca_dask.pca.loading import SENSITIVITIES, parse_pairs, resolve_pairs
+from dppca_dask.pca.options import ScoreOptions, Setup
 from dppca_dask.privacy.accountant import Accountant, account
-from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
+from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
 from dppca_dask.privacy.mechanisms import geometric_histogram_scale, histogram_noise_sigma
 from dppca_dask.privacy.plan import Plan, planned
@@ -200,89 +195,56 @@ def dp_score(
     1.0
     """
     owner = "dp_score"
-    cpp_option = parse_bool(cpp_option, "cpp_option", owner)
-    non_private = parse_bool(non_private, "non_private", owner)
-    calibration = parse_choice(calibration, "calibration", owner, CALIBRATIONS)  # type: ignore[assignment]
-    frame = parse_choice(frame, "frame", owner, FRAME_METHODS)  # type: ignore[assignment]
-    methods = parse_methods(method, owner)
-    axes = parse_axes(axes, owner)
-    if bins is not None:
-        parse_bins(bins, 2, owner)
-    sensitivity = parse_choice(sensitivity, "sensitivity", owner, SENSITIVITIES)  # type: ignore[assignment]
-    requested, pair_block = parse_pairs(pairs, pair_block, owner)
+    options = ScoreOptions.parse(
+        owner, cpp_option=cpp_option, non_private=non_private, calibration=calibration,
+        frame=frame, score_methods=method, axes=axes, bins=bins, sensitivity=sensitivity,
+        pairs=pairs, pair_block=pair_block, block_rows=block_rows)
     plan = resolve_budget(privacy, owner=owner, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner, min_cols=2, group=group)
-    pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, owner) if V_dp is not None else None
-    release = plan_score(source.n, source.p, plan, methods=methods, frame=frame,
-                         supplied=supplied, calibration=calibration, sensitivity=sensitivity,
-                         pairs=pairs, pair_block=pair_block)
-
-    def fit() -> ScoreResult:
-        return fit_score(
-            source, plan, axes=axes, bins=bins, methods=methods, V_dp=V_dp, frame=frame,
-            cpp_option=cpp_option, non_private=non_private, calibration=calibration, rng_state=state,
-            block_rows=block_rows, sensitivity=sensitivity, pairs=pairs, pair_block=pair_block,
-        )
-
-    return account(ledger, X, release, n=source.n, owner=owner, rng=state.generator,
-                   seeded=state.seeded, fit=fit)
+    setup = options.bind(source.n, source.p, supplied)
+    return account(ledger, X, score_plan_of(setup, plan), n=source.n, owner=owner,
+                   rng=state.generator, seeded=state.seeded,
+                   fit=lambda: fit_score(source, plan, setup, state))
 
 
-def fit_score(
-    source: DataSource,
-    plan: BudgetPlan,
-    *,
-    axes: tuple[int, int],
-    bins: Any,
-    methods: tuple[str, ...],
-    V_dp: Any,
-    frame: str,
-    cpp_option: bool,
-    non_private: bool,
-    calibration: str,
-    rng_state: RngState,
-    block_rows: int | None,
-    sensitivity: str = "seed",
-    pairs: Pairs = "all",
-    pair_block: int = DEFAULT_PAIR_BLOCK,
-) -> ScoreResult:
-    """Run dp_score on a validated source (shared with the CLI's ``score`` task)."""
-    owner = "dp_score"
-    if source.p < 2:
-        raise InputError(owner=owner, parameter="X", rule="must have at least two columns", value=source.p)
-    supplied = parse_v_dp(V_dp, source, owner) if V_dp is not None else None
-    axes = parse_axes(axes, owner, source.p if supplied is None else supplied[0].shape[1])
-    m_bins = parse_bins(bins, source.n, owner)
+def fit_score(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngState
+              ) -> ScoreResult:
+    """Run dp_score on a validated source and bound options (the CLI's ``score`` task too)."""
     plan.spend("score")  # spendable (never prior): checked before any data pass
-    directions, _ = release_directions(source, plan, supplied, calibration=calibration,
-                                       cpp_option=cpp_option, rng_state=rng_state,
-                                       block_rows=block_rows, sensitivity=sensitivity, pairs=pairs,
-        pair_block=pair_block)
+    directions, _ = release_directions(source, plan, setup, rng_state)
     return run(score_stage(
-        source, plan, directions, axes=axes, m_bins=m_bins, methods=methods, frame=frame,
-        non_private=non_private, calibration=calibration, rng_state=rng_state,
-        extra={"cpp_option": cpp_option, "v_dp_supplied": V_dp is not None})).result
+        source, plan, directions, setup, rng_state,
+        extra={"cpp_option": setup.options.cpp_option,
+               "v_dp_supplied": setup.supplied is not None})).result
+
+
+def score_split(score_budget: PrivacyBudget, frame: str) -> tuple[PrivacyBudget, PrivacyBudget]:
+    """The score allocation split: :data:`FRAME_SHARE` of ε (and, for the smooth frame, of δ)
+    to the frame, the rest to the histograms (the one split formula: the stage, its plan
+    records and the plan text use it)."""
+    frame_delta = FRAME_SHARE * score_budget.delta if frame == "smooth" else 0.0
+    return (PrivacyBudget(FRAME_SHARE * score_budget.eps, frame_delta),
+            PrivacyBudget((1 - FRAME_SHARE) * score_budget.eps, score_budget.delta - frame_delta))
 
 
 def score_stage(
     source: DataSource,
     plan: BudgetPlan,
     released: Directions,
-    *,
-    axes: tuple[int, int],
-    m_bins: tuple[int, int],
-    methods: tuple[str, ...],
-    frame: str,
-    non_private: bool,
-    calibration: str,
+    setup: Setup,
     rng_state: RngState,
+    *,
     extra: dict[str, Any],
 ) -> Stage[Part[ScoreResult]]:
     """The score stage after the directions (:mod:`dppca_dask.graph.rounds`): the frame's
     passes, then the cell counts; returns the :class:`ScoreResult` (``released``: the
     directions and their ledger entries)."""
+    options = setup.options
+    axes, m_bins, methods, frame = options.axes, setup.m_bins, options.score_methods, options.frame
+    non_private, calibration = options.non_private, options.calibration
+    assert m_bins is not None
     state = rng_state
     levels, codes, sizes = None, None, np.array([source.n])
     groups = source.groups
@@ -292,22 +254,19 @@ def score_stage(
         levels = [str(u) for u in uniques]
         sizes = np.bincount(codes, minlength=len(levels))
 
-    score_budget = plan.spend("score")
-    frame_delta = FRAME_SHARE * score_budget.delta if frame == "smooth" else 0.0
-    hist_budget = PrivacyBudget((1 - FRAME_SHARE) * score_budget.eps,
-                                score_budget.delta - frame_delta)
+    frame_budget, hist_budget = score_split(plan.spend("score"), frame)
     v2 = np.ascontiguousarray(released.matrix[:, [axes[0] - 1, axes[1] - 1]])
     labels = (f"PC{axes[0]}", f"PC{axes[1]}")
 
     observed = None
     if frame != "smooth":
         fr, frame_ledger = yield from frame_stage(
-            frame, source.array, v2, n=source.n, eps=FRAME_SHARE * score_budget.eps,
+            frame, source.array, v2, n=source.n, eps=frame_budget.eps,
             rng=state.generator, labels=labels)
     else:
         (observed,) = yield (score_array(source.array, v2),)
         fr, frame_ledger = smooth_frame(
-            observed, budget=PrivacyBudget(FRAME_SHARE * score_budget.eps, frame_delta),
+            observed, budget=frame_budget,
             rng=state.generator, labels=labels)
     x_breaks, y_breaks = frame_breaks(fr, m_bins)
     if isinstance(groups, da.Array):
@@ -343,8 +302,8 @@ def score_stage(
         labels=labels, axes=axes, bins=m_bins, observed=observed if non_private else None,
         calibration=calibration, seeded=state.seeded,
         extra={**extra,
-               "score_split": {"frame_eps": FRAME_SHARE * score_budget.eps,
-                               "frame_delta": frame_delta, "hist_eps": hist_budget.eps,
+               "score_split": {"frame_eps": frame_budget.eps,
+                               "frame_delta": frame_budget.delta, "hist_eps": hist_budget.eps,
                                "hist_delta": hist_budget.delta}},
     ), ledger)
 
@@ -433,14 +392,13 @@ _HISTOGRAM_MECHANISMS = {"add": "gaussian_histogram", "sparse": "stability_histo
                          "geometric": "geometric_histogram"}
 
 
-def score_records(budget: BudgetPlan, *, methods: Sequence[str], frame: str,
-                  calibration: str = "classical") -> list[SpendRecord]:
+def score_records(setup: Setup, budget: BudgetPlan) -> list[SpendRecord]:
     """The score stage's planned records: the frame's searches, then one per histogram method
     (groups are disjoint: parallel composition, one record each)."""
-    score_budget = budget.spend("score")
-    frame_delta = FRAME_SHARE * score_budget.delta if frame == "smooth" else 0.0
-    out: list[SpendRecord] = frame_records(frame, FRAME_SHARE * score_budget.eps, frame_delta)
-    hist = PrivacyBudget((1 - FRAME_SHARE) * score_budget.eps, score_budget.delta - frame_delta)
+    options = setup.options
+    methods, calibration = options.score_methods, options.calibration
+    frame_budget, hist = score_split(budget.spend("score"), options.frame)
+    out: list[SpendRecord] = frame_records(options.frame, frame_budget.eps, frame_budget.delta)
     for m in HISTOGRAM_METHODS:
         if m == "add" and m in methods:  # counts: L2 sensitivity sqrt(2), exact integer noise
             out.append(planned("score", "gaussian_histogram", hist.eps, hist.delta,
@@ -465,13 +423,19 @@ def score_rounds(frame: str) -> int:
     return 2 if frame == "smooth" else 3
 
 
+def score_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
+    """What ``dp_score`` spends and how often it reads X, for bound options."""
+    records = [*directions_records(setup, budget), *score_records(setup, budget)]
+    return Plan(tuple(records), passes=(setup.supplied is None)
+                + score_rounds(setup.options.frame))
+
+
 def plan_score(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str] = ("add",),
                frame: str = "durfee", supplied: tuple[np.ndarray, str] | None = None,
                calibration: str = "classical", sensitivity: str = "seed",
-        pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
+               pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
     """What ``dp_score`` spends and how often it reads X, from public quantities only."""
-    head = directions_records(n, p, budget, supplied, calibration=calibration,
-                              sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
-    records = [*head, *score_records(budget, methods=methods, frame=frame,
-                                     calibration=calibration)]
-    return Plan(tuple(records), passes=(supplied is None) + score_rounds(frame))
+    options = ScoreOptions.parse("dp_score", score_methods=tuple(methods), frame=frame,
+                                 calibration=calibration, sensitivity=sensitivity, pairs=pairs,
+                                 pair_block=pair_block)
+    return score_plan_of(options.bind(n, p, supplied), budget)

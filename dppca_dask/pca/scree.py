@@ -22,7 +22,7 @@ together needs composition -- the ledger records every call.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -36,8 +36,6 @@ from dppca_dask._typing import (
     ScreeMethod,
     Sensitivity,
 )
-from dppca_dask._validation import bad_param, parse_bool, parse_choice, parse_int
-from dppca_dask.errors import ParameterError
 from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK, moments
 from dppca_dask.graph.rounds import Stage, chain, counted, gather, once, run
 from dppca_dask.graph.scree_passes import ScoresBackend
@@ -49,9 +47,15 @@ from dppca_dask.pca.directions import (
     parse_v_dp,
     release_directions,
 )
-from dppca_dask.pca.loading import SENSITIVITIES, parse_pairs, resolve_pairs
+from dppca_dask.pca.options import (
+    DEFAULT_MAX_K,
+    ScreeOptions,
+    Setup,
+    check_scree_args,
+    resolve_k,
+)
 from dppca_dask.pca.postprocess import monotone_scree, ordered_eigh, scree_to_pve
-from dppca_dask.pca.scree_controls import ScreeControlLike, parse_methods, resolve_controls
+from dppca_dask.pca.scree_controls import ScreeControlLike
 from dppca_dask.pca.scree_methods import (
     CENTER_SHARE,
     PROCEDURES,
@@ -64,8 +68,8 @@ from dppca_dask.pca.scree_methods import (
 )
 from dppca_dask.pca.scree_utility import warn_unreliable
 from dppca_dask.privacy.accountant import Accountant, account
-from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
-from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
+from dppca_dask.privacy.accounting import SpendRecord
+from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Part
 from dppca_dask.results.scree import ScreeResult, build_scree_result
@@ -84,25 +88,7 @@ __all__ = [
     "scree_stage",
 ]
 
-DEFAULT_MAX_K = 10
-"""``k=None`` gives min(p, 10) components (all columns of a supplied V_dp matrix)."""
 _OWNER = "dp_scree"
-
-
-def parse_center(center: Any) -> str | np.ndarray:
-    rule = ("'private', 'empirical', or finite public constants (a number or one per "
-            "variable)")
-    if isinstance(center, str):
-        return parse_choice(center, "center", _OWNER, ("private", "empirical"))
-    if isinstance(center, bool | np.bool_):  # R's center=TRUE means something else
-        raise bad_param("center", _OWNER, rule, center)
-    try:
-        values = np.asarray(center, dtype=np.float64)
-    except (TypeError, ValueError):
-        values = None
-    if values is None or values.ndim > 1 or not np.isfinite(values).all() or values.size == 0:
-        raise bad_param("center", _OWNER, rule, center)
-    return values
 
 
 def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -223,124 +209,70 @@ def dp_scree(
     >>> bool(fit.scree.values[0, 0] > fit.scree.values[0, 1])
     True
     """
-    methods = parse_methods(method, _OWNER)
-    controls = resolve_controls(methods, control, owner=_OWNER)
-    mono = parse_bool(mono, "mono", _OWNER)
-    cpp_option = parse_bool(cpp_option, "cpp_option", _OWNER)
-    non_private = parse_bool(non_private, "non_private", _OWNER)
-    calibration = parse_choice(calibration, "calibration", _OWNER, CALIBRATIONS)  # type: ignore[assignment]
-    centering = parse_center(center)
-    sensitivity = parse_choice(sensitivity, "sensitivity", _OWNER, SENSITIVITIES)  # type: ignore[assignment]
-    requested, pair_block = parse_pairs(pairs, pair_block, _OWNER)
+    options = ScreeOptions.parse(
+        _OWNER, scree_methods=method, control=control, k=k, mono=mono, cpp_option=cpp_option,
+        non_private=non_private, calibration=calibration, center=center,
+        sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER)
-    pairs = resolve_pairs(requested, source.n, source.p)[0]
     supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
-    release = plan_scree(source.n, source.p, plan, methods=methods, controls=controls, k=k,
-                         center=centering, supplied=supplied, calibration=calibration,
-                         sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
-    share = CENTER_SHARE if isinstance(centering, str) and centering == "private" else 0.0
-    warn_unreliable(methods, controls, n=source.n, k=resolve_k(k, source.p, supplied, _OWNER),
-                    budget=plan.spend("scree").scaled(1.0 - share), calibration=calibration)
-
-    def fit() -> ScreeResult:
-        return fit_scree(
-            source, plan, methods=methods, controls=controls, k=k, V_dp=V_dp, mono=mono,
-            cpp_option=cpp_option, non_private=non_private, calibration=calibration, rng_state=state,
-            center=centering, sensitivity=sensitivity, pairs=pairs, pair_block=pair_block,
-        )
-
+    setup = options.bind(source.n, source.p, supplied)
+    release = scree_plan_of(setup, plan)
+    assert setup.k is not None
+    warn_unreliable(options.scree_methods, options.controls, n=source.n, k=setup.k,
+                    budget=scree_split(plan.spend("scree"), setup)[1],
+                    calibration=options.calibration)
     return account(ledger, X, release, n=source.n, owner=_OWNER, rng=state.generator,
-                   seeded=state.seeded, fit=fit)
+                   seeded=state.seeded, fit=lambda: fit_scree(source, plan, setup, state))
 
 
-def fit_scree(
-    source: DataSource,
-    plan: BudgetPlan,
-    *,
-    methods: Sequence[str],
-    controls: dict[str, Any],
-    k: int | None,
-    V_dp: Any,
-    mono: bool,
-    cpp_option: bool,
-    non_private: bool,
-    calibration: str,
-    rng_state: RngState,
-    center: str | np.ndarray,
-    block_rows: int | None = None,
-    lockstep: bool = True,
-    sensitivity: str = "seed",
-    pairs: Pairs = "all",
-    pair_block: int = DEFAULT_PAIR_BLOCK,
-) -> ScreeResult:
-    """Run dp_scree on a validated source (shared with the CLI task); see :func:`dp_scree`."""
-    supplied = None if V_dp is None else parse_v_dp(V_dp, source, _OWNER)
-    k = resolve_k(k, source.p, supplied, _OWNER)
-    check_scree_args(source.n, source.p, methods, center, _OWNER)
+def fit_scree(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngState, *,
+              lockstep: bool = True) -> ScreeResult:
+    """Run dp_scree on a validated source and bound options (the CLI task too)."""
     plan.spend("scree")  # spendable (never prior): checked before any data pass
-    directions, _ = release_directions(source, plan, supplied, calibration=calibration,
-                                       cpp_option=cpp_option, rng_state=rng_state,
-                                       block_rows=block_rows, sensitivity=sensitivity, pairs=pairs,
-        pair_block=pair_block)
-    backend = ScoresBackend(source.array, directions.matrix[:, :k])
-    return run(scree_stage(source, plan, directions, methods=methods, controls=controls, k=k,
-                           mono=mono, cpp_option=cpp_option, non_private=non_private,
-                           calibration=calibration, rng_state=rng_state, center=center,
-                           lockstep=lockstep), backend).result
+    assert setup.k is not None
+    directions, _ = release_directions(source, plan, setup, rng_state)
+    backend = ScoresBackend(source.array, directions.matrix[:, :setup.k])
+    return run(scree_stage(source, plan, directions, setup, rng_state, lockstep=lockstep),
+               backend).result
 
 
-def resolve_k(k: Any, p: int, supplied: tuple[np.ndarray, str] | None, owner: str) -> int:
-    """The number of scree components: 1 ≤ k ≤ p (≤ the columns of supplied directions).
-
-    Default: every column of a supplied matrix, else min(p, :data:`DEFAULT_MAX_K`).
-    """
-    k_max = p if supplied is None else supplied[0].shape[1]
-    if k is None:
-        matrix = supplied is not None and supplied[1] == "supplied matrix"
-        k = k_max if matrix else min(k_max, DEFAULT_MAX_K)
-    return parse_int(k, "k", owner, low=1, high=k_max)
-
-
-def check_scree_args(n: int, p: int, methods: Sequence[str], center: str | np.ndarray,
-                     owner: str) -> None:
-    """The scree checks that need n and p (public), made before any data pass."""
-    if "huber" in methods and n < 4:
-        raise ParameterError(f"Method 'huber' of {owner} needs at least 4 observations "
-                             f"(consecutive pairs for m2). Got n = {n} instead.")
-    if isinstance(center, np.ndarray) and center.size not in (1, p):
-        raise bad_param("center", owner, f"a number or {p} constants (one per variable)",
-                        f"{center.size} values")
+def scree_split(scree_budget: PrivacyBudget, setup: Setup
+                ) -> tuple[PrivacyBudget | None, PrivacyBudget]:
+    """The scree allocation split: the private centre's :data:`CENTER_SHARE` (``None`` for
+    another centre) and the rest, which each method gets in full (the one split formula: the
+    stage, its plan records and the plan text use it)."""
+    if not setup.private_center:
+        return None, scree_budget
+    return scree_budget.scaled(CENTER_SHARE), scree_budget.scaled(1.0 - CENTER_SHARE)
 
 
 def scree_stage(
     source: DataSource,
     plan: BudgetPlan,
     released: Directions,
-    *,
-    methods: Sequence[str],
-    controls: dict[str, Any],
-    k: int,
-    mono: bool,
-    cpp_option: bool,
-    non_private: bool,
-    calibration: str,
+    setup: Setup,
     rng_state: RngState,
-    center: str | np.ndarray,
+    *,
     lockstep: bool = True,
 ) -> Stage[Part[ScreeResult]]:
     """The scree part after the directions, as a stage of :mod:`dppca_dask.graph.rounds`.
 
     Its requests are :class:`~dppca_dask.graph.scree_passes.Request` objects on the scores of the
-    first ``k`` directions, so it runs on a :class:`~dppca_dask.graph.scree_passes.ScoresBackend`
-    of ``released.matrix[:, :k]``.
+    first ``setup.k`` directions, so it runs on a
+    :class:`~dppca_dask.graph.scree_passes.ScoresBackend` of ``released.matrix[:, :k]``.
     """
+    options = setup.options
+    methods, controls, mono = options.scree_methods, options.controls, options.mono
+    non_private, calibration, center = options.non_private, options.calibration, options.center
+    k = setup.k
+    assert k is not None
     n, p = source.n, source.p
     directions = released.matrix[:, :k]
     scree_budget = plan.spend("scree")
-    share = CENTER_SHARE if isinstance(center, str) and center == "private" else 0.0
-    method_budget = scree_budget.scaled(1.0 - share)
+    center_budget, method_budget = scree_split(scree_budget, setup)
+    share = CENTER_SHARE if center_budget is not None else 0.0
     ledger = list(released.records)
     ctx = Context(n=n, k=k, calibration=calibration, rng=rng_state.generator, ledger=ledger)
     extras: tuple[Any, ...] = (moments(source.array),) if non_private else ()
@@ -356,7 +288,7 @@ def scree_stage(
         mode = "empirical"
     else:
         ((ctx.center, center_details), extras), rounds = yield from counted(gather(
-            [private_center(ctx, scree_budget.scaled(share)), once(*extras)]))
+            [private_center(ctx, cast(PrivacyBudget, center_budget)), once(*extras)]))
         correction = n / (n - 1.0) * center_details["sd"] ** 2
         mode = "private"
     if mode != "constants":
@@ -397,7 +329,7 @@ def scree_stage(
         "k": k,
         "mono": mono,
         "directions": released.origin,
-        "cpp_option": cpp_option,
+        "cpp_option": options.cpp_option,
         "center": mode,
         "center_share": share,
         "center_noise_correction": correction,
@@ -405,7 +337,7 @@ def scree_stage(
         "releases": details,
         "outside_guarantee": mode == "empirical",
         "allocations": {
-            "center": scree_budget.scaled(share).as_dict() if share else None,
+            "center": center_budget.as_dict() if center_budget is not None else None,
             "each_method": method_budget.as_dict(),
             "per_component": method_budget.scaled(1.0 / k).as_dict(),
         },
@@ -431,43 +363,45 @@ def method_rounds(method: str, huber_steps: int = 0) -> int:
     return {"clipped": 1, "pmwm": 2}.get(method, 1 + huber_steps)
 
 
-def scree_rounds(methods: Sequence[str], controls: dict[str, Any], n: int,
-                 center: str | np.ndarray) -> int:
+def scree_rounds(setup: Setup) -> int:
     """Data passes of the scree stage: the centre's, then the methods' side by side."""
-    steps = {m: huber_defaults(n, controls[m])[0] for m in methods if m == "huber"}
-    return center_rounds(center) + max(method_rounds(m, steps.get(m, 0)) for m in methods)
+    options = setup.options
+    methods, controls = options.scree_methods, options.controls
+    steps = {m: huber_defaults(setup.n, controls[m])[0] for m in methods if m == "huber"}
+    return center_rounds(options.center) + max(method_rounds(m, steps.get(m, 0))
+                                               for m in methods)
 
 
-def scree_records(n: int, budget: BudgetPlan, *, methods: Sequence[str],
-                  controls: dict[str, Any], k: int, center: str | np.ndarray,
-                  calibration: str = "classical") -> list[SpendRecord]:
+def scree_records(setup: Setup, budget: BudgetPlan) -> list[SpendRecord]:
     """The scree stage's planned records (centre once, then each method's), public inputs only."""
-    scree_budget = budget.spend("scree")
-    private = isinstance(center, str) and center == "private"
-    share = CENTER_SHARE if private else 0.0
-    out = center_records(scree_budget.scaled(share), calibration, k=k) if private else []
-    method_budget = scree_budget.scaled(1.0 - share)
-    for m in methods:
-        out += method_records(m, n, k, controls[m], method_budget, calibration)
+    options, k = setup.options, setup.k
+    assert k is not None
+    center_budget, method_budget = scree_split(budget.spend("scree"), setup)
+    out = ([] if center_budget is None else
+           center_records(center_budget, options.calibration, k=k))
+    for m in options.scree_methods:
+        out += method_records(m, setup.n, k, options.controls[m], method_budget,
+                              options.calibration)
     return out
+
+
+def scree_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
+    """What ``dp_scree`` spends and how often it reads X, for bound options."""
+    records = [*directions_records(setup, budget), *scree_records(setup, budget)]
+    return Plan(tuple(records), passes=(setup.supplied is None) + scree_rounds(setup))
 
 
 def plan_scree(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str],
                controls: dict[str, Any], k: int | None = None, center: Any = "private",
                supplied: tuple[np.ndarray, str] | None = None,
                calibration: str = "classical", sensitivity: str = "seed",
-        pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
+               pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
     """What ``dp_scree`` spends and how often it reads X, from public quantities only.
 
     ``supplied``: the parsed ``V_dp`` (:func:`~dppca_dask.pca.directions.parse_v_dp`), whose
     loading allocation is then a prior record.
     """
-    center = center if isinstance(center, np.ndarray) else parse_center(center)
-    k = resolve_k(k, p, supplied, _OWNER)
-    check_scree_args(n, p, methods, center, _OWNER)
-    head = directions_records(n, p, budget, supplied, calibration=calibration,
-                              sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
-    records = [*head, *scree_records(n, budget, methods=methods, controls=controls, k=k,
-                                     center=center, calibration=calibration)]
-    return Plan(tuple(records), passes=(supplied is None) + scree_rounds(methods, controls, n,
-                                                                          center))
+    options = ScreeOptions.parse(_OWNER, scree_methods=tuple(methods), control=controls, k=k,
+                                 center=center, calibration=calibration,
+                                 sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+    return scree_plan_of(options.bind(n, p, supplied), budget)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, TypeAlias, Union
 
-from dppca_dask._validation import bad_param, parse_bool, parse_int, parse_real
+from dppca_dask._validation import bad_param, count_check, parse_bool, parse_int, parse_real
 from dppca_dask.errors import Fix, ParameterError
 
 __all__ = [
@@ -271,6 +271,7 @@ def parse_methods(method: Any, owner: str = "dp_scree") -> tuple[str, ...]:
     >>> parse_methods(["huber", "clipped"])
     ('huber', 'clipped')
     """
+    count_check("parse_scree_methods", owner, "method")
     rule = "a str among {'clipped', 'pmwm', 'huber'} or a non-empty list of them"
     items = [method] if isinstance(method, str) else method
     if not isinstance(items, Sequence) or isinstance(items, bytes) or not items:
@@ -332,6 +333,7 @@ def resolve_controls(
     >>> sorted(ctl)
     ['clipped', 'huber']
     """
+    count_check("resolve_controls", owner, "control")
     keyed = isinstance(control, Mapping) and bool(control) and all(
         isinstance(key, str) and key in METHODS for key in control
     )
@@ -355,6 +357,8 @@ def check_partial_control(method: str, values: Mapping[str, Any]) -> None:
     """Validate the parameters given for ``method`` (for configs, where some may come later).
 
     Unknown names and bad values raise; missing required parameters do not (the fit reports them).
+    A complete control's values are not checked here: the options object checks them once, when
+    the run is planned (before any data is read).
 
     Examples
     --------
@@ -367,6 +371,8 @@ def check_partial_control(method: str, values: Mapping[str, Any]) -> None:
             f"{unknown[0]!r} is not a parameter of {method}_control (its parameters are "
             f"{', '.join(known)})."
         )
+    if all(name in values for name in _REQUIRED[method]):
+        return  # complete: its values are checked once, when the options are parsed
     stand_in: dict[str, Any] = {
         "clipped": {"C_clip": 1.0},
         "pmwm": {"a": 0.0, "b": 1.0, "trim_const": 1.0, "eta": 0.0},

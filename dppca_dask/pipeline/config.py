@@ -26,6 +26,7 @@ from pydantic import (
     NonNegativeFloat,
     NonNegativeInt,
     PositiveInt,
+    PrivateAttr,
     ValidationError,
     model_validator,
 )
@@ -103,15 +104,21 @@ class PrivacyConfig(_Model):
     scree: BudgetPair | None = None
     score: BudgetPair | None = None
 
+    _control: PrivacyControl | None = PrivateAttr(default=None)
+
     @model_validator(mode="after")
     def _valid_control(self) -> PrivacyConfig:
-        try:
-            self.to_control()
+        try:  # checked once, at load; to_control() hands out this object
+            self._control = self._build_control()
         except BudgetError as exc:
             raise ValueError(str(exc)) from None
         return self
 
     def to_control(self) -> PrivacyControl:
+        """The :func:`~dppca_dask.privacy_control` of this section (built when it was loaded)."""
+        return self._control if self._control is not None else self._build_control()
+
+    def _build_control(self) -> PrivacyControl:
         parts = {
             k: (v.model_dump() if isinstance(v, BudgetPair) else v)
             for k, v in (("loading", self.loading), ("scree", self.scree), ("score", self.score))

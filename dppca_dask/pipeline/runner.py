@@ -48,6 +48,7 @@ from dppca_dask.errors import (
     OutputExistsError,
     PrivacyWarning,
 )
+from dppca_dask.graph.memory import MemoryPlan
 from dppca_dask.graph.passlog import PassRecord, record_passes
 from dppca_dask.io.data import SourceInfo, as_data, describe_source
 from dppca_dask.io.duplicates import describe_duplicates, find_duplicates
@@ -160,6 +161,11 @@ class RunPlan:
     guarantees: tuple[str, ...] = ()
     """Settings outside their guarantee (:mod:`dppca_dask.privacy.guarantees`); the CLI prints
     them as one-line warnings, ``budget_ledger.strict`` refuses them."""
+    setup: Any = None
+    """The task's options, parsed once and bound to the input's public shape (``TaskSpec.setup``):
+    the plan, the plan text, the memory plan and the fit all read it."""
+    memory: MemoryPlan | None = None
+    """The memory plan (:func:`~dppca_dask.pipeline.tasks.memory.memory_plan`)."""
 
     @property
     def spend(self) -> PrivacyBudget:
@@ -202,7 +208,7 @@ class RunPlan:
             + (f", ... ({src.p} in all)" if src.p > 10 else ""),
             "",
             *self.work,
-            *memory_plan(cfg, src).lines(),
+            *(self.memory.lines() if self.memory is not None else ()),
             "",
             f"Cluster: {describe_cluster(cfg.cluster)}",
             f"Output: {cfg.output.directory} ({', '.join(cfg.output.formats)})",
@@ -248,15 +254,17 @@ def plan_run(config: RunConfig) -> RunPlan:
     spec = TASKS[config.task]
     budget = resolve_budget(config.privacy.to_control(), owner=spec.owner)
     source = describe_source(config.input.path, **_source_kwargs(config))
-    release = spec.plan(config, source, budget)
+    setup = spec.setup(config, source, budget)  # the options: parsed once, here
+    release = spec.plan(setup, budget)
     guarantees = tuple(guarantee_warnings(release, source.n))
     if guarantees and config.budget_ledger.strict:
         raise BudgetError("Refused (budget_ledger.strict): " + " | ".join(guarantees)
                           + ". No data was read.")
     return RunPlan(
         config, source, budget,
-        tuple(spec.noise_plan(config, source, budget, release)),
-        tuple(spec.work_plan(config, source, release)), release, guarantees,
+        tuple(spec.noise_plan(config, setup, budget, release)),
+        tuple(spec.work_plan(config, source, setup, release)), release, guarantees,
+        setup=setup, memory=memory_plan(config, source, setup),
     )
 
 
@@ -465,7 +473,8 @@ def execute(
     with _ledger_reservation(config, plan, spec, state.seeded, tracker) as entry:
         start = time.perf_counter()
         timings["plan"] = start - started
-        memory = memory_plan(config, plan.source)
+        memory = plan.memory
+        assert memory is not None
         with connect(config.cluster, progress=progress, input_path=config.input.path,
                      announce=progress or on_pass is not None,  # the dashboard link
                      task_memory=(memory.task, memory.task_what)):
@@ -474,7 +483,7 @@ def execute(
             begin = time.perf_counter()
             try:
                 with record_passes(on_pass) as log:
-                    result = spec.fit(config, source, plan.budget, state)
+                    result = spec.fit(source, plan.budget, plan.setup, state)
             except DuplicateObservationError:
                 found = find_duplicates(source.array)
                 raise DuplicateObservationError(

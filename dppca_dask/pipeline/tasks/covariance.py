@@ -12,7 +12,9 @@ shows it).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +37,8 @@ from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
 
-__all__ = ["covariance_fit", "covariance_noise", "covariance_outputs", "covariance_plan",
-           "covariance_work"]
+__all__ = ["CovarianceSetup", "covariance_fit", "covariance_noise", "covariance_outputs",
+           "covariance_plan", "covariance_setup", "covariance_work"]
 
 _OWNER = "dp_covariance"
 
@@ -53,23 +55,34 @@ def _options(cfg: RunConfig) -> CovarianceConfig:
     return cfg.covariance
 
 
-def _clip(opts: CovarianceConfig, variables: tuple[str, ...]) -> tuple[str, np.ndarray]:
-    """The clipping and the per-variable public scale (bounds, or d copies of the radius)."""
-    return parse_clip(opts.clip, opts.bounds, opts.radius, variables, _OWNER)
+@dataclass(frozen=True)
+class CovarianceSetup:
+    """The covariance options of a config, parsed once and bound to the input and budget: the
+    clipping and its per-variable public scale, the method's control, the zCDP plan."""
+
+    method: str
+    clip: str
+    bounds: np.ndarray
+    control: Any
+    zcdp: ZCDPPlan
+    report_clipping: bool
+    n: int
+    p: int
 
 
-def _plan(budget: BudgetPlan) -> ZCDPPlan:
-    spend = budget.spend("covariance")
-    return resolve_zcdp(eps=spend.eps, delta=spend.delta, owner=_OWNER)
-
-
-def covariance_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
-                     release: Plan) -> list[str]:
+def covariance_setup(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> CovarianceSetup:
     opts = _options(cfg)
-    clip, bounds = _clip(opts, src.variables)
-    control = parse_control(opts.method, opts.control)
-    plan = _plan(budget)
-    d, n = src.p, src.n
+    clip, bounds = parse_clip(opts.clip, opts.bounds, opts.radius, src.variables, _OWNER)
+    spend = budget.spend("covariance")
+    return CovarianceSetup(opts.method, clip, bounds, parse_control(opts.method, opts.control),
+                           resolve_zcdp(eps=spend.eps, delta=spend.delta, owner=_OWNER),
+                           opts.report_clipping, src.n, src.p)
+
+
+def covariance_noise(cfg: RunConfig, setup: CovarianceSetup, budget: BudgetPlan,
+                     release: Plan) -> list[str]:
+    opts, clip, bounds, control, plan = setup, setup.clip, setup.bounds, setup.control, setup.zcdp
+    d, n = setup.p, setup.n
     sens = covariance_sensitivities(bounds, n, clip)
     parts = dict(rho_allocations(opts.method, plan.rho, control, d))
     lines = [
@@ -118,8 +131,8 @@ def covariance_noise(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan,
     return lines
 
 
-def covariance_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
-    opts = _options(cfg)
+def covariance_work(cfg: RunConfig, src: SourceInfo, setup: CovarianceSetup,
+                    release: Plan) -> list[str]:
     d = src.p
     lines = [
         "Work (second-moment pass):",
@@ -127,29 +140,23 @@ def covariance_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]
         f"{d} x {d} cross-product (about {8 * d * d / 2**20:,.1f} MiB per partial)",
         "  the driver holds one d x d matrix; it is never written",
     ]
-    if opts.method == "pace_ggm":
-        control = parse_control(opts.method, opts.control)
+    if setup.method == "pace_ggm":
+        control = setup.control
         lines.append(f"  PACE-GGM: at most {control.rounds_per_variable * d} rounds, each a "
                      "maximum-entropy solve on the changed component")
     return lines
 
 
-def covariance_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
+def covariance_plan(setup: CovarianceSetup, budget: BudgetPlan) -> Plan:
     """The release's plan (:func:`~dppca_dask.covariance.estimator.plan_covariance`)."""
-    opts = _options(cfg)
-    return plan_covariance(src.p, _plan(budget), method=opts.method,
-                           control=parse_control(opts.method, opts.control))
+    return plan_covariance(setup.p, setup.zcdp, method=setup.method, control=setup.control)
 
 
-def covariance_fit(
-    cfg: RunConfig, source: DataSource, budget: BudgetPlan, state: RngState
-) -> Result:
-    opts = _options(cfg)
-    clip, bounds = _clip(opts, source.variables)
+def covariance_fit(source: DataSource, budget: BudgetPlan, setup: CovarianceSetup,
+                   state: RngState) -> Result:
     return fit_covariance(
-        source, _plan(budget), bounds=bounds, clip=clip,
-        method=opts.method, control=parse_control(opts.method, opts.control), rng_state=state,
-        report_clipping=opts.report_clipping,
+        source, setup.zcdp, bounds=setup.bounds, clip=setup.clip, method=setup.method,
+        control=setup.control, rng_state=state, report_clipping=setup.report_clipping,
     )
 
 

@@ -8,20 +8,20 @@ from typing import Any
 from dppca_dask.graph.compute import kendall_layout
 from dppca_dask.graph.memory import MATRIX_COPIES, MemoryPlan, row_task_bytes
 from dppca_dask.io.data import SourceInfo
-from dppca_dask.pca.loading import resolve_pairs
 from dppca_dask.pipeline.config import RunConfig
 
 __all__ = ["memory_plan"]
 
 
-def memory_plan(cfg: RunConfig, src: SourceInfo) -> MemoryPlan:
-    """Peak bytes of the largest worker task and of the largest driver-side gather."""
+def memory_plan(cfg: RunConfig, src: SourceInfo, setup: Any) -> MemoryPlan:
+    """Peak bytes of the largest worker task and of the largest driver-side gather (``setup``:
+    the task's bound options; its resolved Kendall mode when it has a loading stage)."""
     n, p = src.n, src.p
     rows = max(src.chunks[0]) if src.chunks[0] else n
     task, what = row_task_bytes(rows, p), f"a row-block task over {rows:,} rows x {p} columns"
     opts: Any = getattr(cfg, cfg.task, None)
-    if hasattr(opts, "block_rows") and hasattr(opts, "pairs") and n >= 2:
-        mode, _ = resolve_pairs(opts.pairs, n, p)
+    mode = getattr(setup, "pairs", None)
+    if mode is not None and n >= 2:
         layout = kendall_layout(n, p, block_rows=opts.block_rows, pairs=mode,
                                 pair_block=opts.pair_block)
         unit = layout.worker_memory_estimate(getattr(opts, "cpp_option", True))

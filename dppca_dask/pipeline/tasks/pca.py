@@ -21,27 +21,22 @@ from typing import Any
 import pandas as pd
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask._validation import parse_axes
-from dppca_dask.errors import InputError
-from dppca_dask.io.data import DataSource, SourceInfo
-from dppca_dask.pca.histograms import parse_bins, parse_methods
-from dppca_dask.pca.pca import fit_pca, plan_pca
+from dppca_dask.io.data import SourceInfo
+from dppca_dask.pca.options import PCAOptions, Setup
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
-from dppca_dask.pca.scree import check_scree_args, parse_center, resolve_k
-from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
-from dppca_dask.pca.scree_controls import resolve_controls
-from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
+from dppca_dask.pca.scree import scree_split
+from dppca_dask.pca.scree_methods import huber_defaults
 from dppca_dask.pca.scree_utility import noise_lines
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.score import histogram_line, samples_table, score_noise
-from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, pairs_of
+from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines
 from dppca_dask.plots._style import save_figure
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
 
-__all__ = ["pca_fit", "pca_noise", "pca_outputs", "pca_source", "pca_plan", "pca_work"]
+__all__ = ["pca_noise", "pca_outputs", "pca_setup", "pca_source", "pca_work"]
 
 _OWNER = "dp_pca"
 
@@ -56,52 +51,38 @@ def _sampling(cfg: RunConfig) -> SamplingControl:
     return sampling_control(list(s.method), s.sample_size, scale)
 
 
-def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, Any], int]:
-    """Every pca option against the input's public shape (no data values read)."""
-    opts = cfg.pca
-    if src.p < 2:
-        raise InputError(owner=_OWNER, parameter="X", rule="must have at least two columns", value=src.p)
-    methods = parse_scree_methods(list(opts.scree_method), _OWNER)
-    controls = resolve_controls(methods, dict(opts.scree_control), owner=_OWNER)
-    check_scree_args(src.n, src.p, methods, parse_center(opts.center), _OWNER)
-    k = resolve_k(opts.k, src.p, None, _OWNER)
-    parse_axes(opts.axes, _OWNER, src.p)
-    parse_bins(opts.bins, src.n, _OWNER)
-    parse_methods(list(opts.score_method), _OWNER)
-    _sampling(cfg)
-    return methods, controls, k
-
-
-def _as_score(cfg: RunConfig) -> RunConfig:
-    """The score options of a pca config as a score-task config (for its noise lines)."""
+def pca_setup(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Setup:
+    """The pca options of the config, parsed once and bound to the input's shape."""
     o = cfg.pca
-    score = cfg.score.model_copy(update={
-        "axes": o.axes, "bins": o.bins, "method": o.score_method, "frame": o.frame,
-        "calibration": o.calibration, "sensitivity": o.sensitivity, "block_rows": o.block_rows,
-        "sampling": o.sampling})
-    return cfg.model_copy(update={"score": score})
+    _sampling(cfg)  # refused before any data is read, not after the release
+    return PCAOptions.parse(
+        _OWNER, scree_methods=list(o.scree_method), control=dict(o.scree_control), k=o.k,
+        mono=o.mono, center=o.center, score_methods=list(o.score_method), bins=o.bins,
+        axes=o.axes, frame=o.frame, cpp_option=o.cpp_option, non_private=o.non_private,
+        calibration=o.calibration, sensitivity=o.sensitivity, pairs=o.pairs,
+        pair_block=o.pair_block, block_rows=o.block_rows).bind(src.n, src.p)
 
 
 def pca_source(cfg: RunConfig) -> dict[str, Any]:
     return {"group": cfg.input.group} if cfg.input.group is not None else {}
 
 
-def pca_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan) -> list[str]:
-    methods, controls, k = _check(cfg, src)
-    opts = cfg.pca
-    n = src.n
-    score_lines = score_noise(_as_score(cfg), src, plan, release)
+def pca_noise(cfg: RunConfig, setup: Setup, plan: BudgetPlan, release: Plan) -> list[str]:
+    opts = setup.options
+    methods, controls, k, n = opts.scree_methods, opts.controls, setup.k, setup.n
+    assert k is not None
+    score_lines = score_noise(cfg, setup, plan, release)
+    center_budget, method_budget = scree_split(plan.spend("scree"), setup)
     scree = plan.spend("scree")
-    private = isinstance(opts.center, str) and opts.center == "private"
-    share = CENTER_SHARE if private else 0.0
     lines = [score_lines[0] + " (shared by scree and score)",
              f"  scree: eps = {_r(scree.eps)} ; delta = {_r(scree.delta)} for each method "
              f"({', '.join(methods)}), {k} components"]
-    if private:
+    if center_budget is not None:
+        share = center_budget.eps / scree.eps
         lines.append(f"    centre (private, shared): {_r(100 * share)}% of the scree budget")
-    elif opts.center == "empirical":
+    elif isinstance(opts.center, str) and opts.center == "empirical":
         lines.append("    centre: empirical mean of the scores -- OUTSIDE the privacy guarantee")
-    per = scree.scaled((1.0 - share) / k)
+    per = method_budget.scaled(1.0 / k)
     for name in methods:
         ctl = controls[name]
         head = f"    {name}: per component eps = {_r(per.eps)} ; delta = {_r(per.delta)}"
@@ -112,49 +93,24 @@ def pca_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan) 
         else:
             steps, _ = huber_defaults(n, ctl)
             lines.append(f"{head} -> m2 histogram, then {steps} gaussian gradient steps")
-    lines += noise_lines(methods, controls, n=n, k=k, budget=scree.scaled(1.0 - share),
+    lines += noise_lines(methods, dict(controls), n=n, k=k, budget=method_budget,
                          calibration=opts.calibration)
     return lines + score_lines[1:]
 
 
-def pca_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
-    opts = cfg.pca
+def pca_work(cfg: RunConfig, src: SourceInfo, setup: Setup, release: Plan) -> list[str]:
     reads = release.passes
     assert reads is not None
+    assert setup.m_bins is not None
     return [
         "Work (pca):",
-        *kendall_lines(opts, src, " (once; the directions are shared)"),
+        *kendall_lines(setup, src, " (once; the directions are shared)"),
         f"  then {reads - 1} passes of O(n p k) over {len(src.chunks[0])} row chunk(s): the scree "
         "and score stages share each pass",
         f"  the input is read {reads} times in all",
-        histogram_line(opts.bins, src.n, len(opts.score_method), bool(cfg.input.group)),
+        histogram_line(setup.m_bins, src.n, len(setup.options.score_methods),
+                       bool(cfg.input.group)),
     ]
-
-
-def pca_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
-    """The release's plan (:func:`~dppca_dask.pca.pca.plan_pca`) for this config."""
-    opts = cfg.pca
-    methods = parse_scree_methods(list(opts.scree_method), _OWNER)
-    return plan_pca(src.n, src.p, budget, k=opts.k, scree_methods=methods,
-                    controls=resolve_controls(methods, dict(opts.scree_control), owner=_OWNER),
-                    score_methods=parse_methods(list(opts.score_method), _OWNER),
-                    center=opts.center, frame=opts.frame, calibration=opts.calibration,
-                    sensitivity=opts.sensitivity, pairs=pairs_of(opts, src),
-                    pair_block=opts.pair_block)
-
-
-def pca_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
-    opts = cfg.pca
-    methods = parse_scree_methods(list(opts.scree_method), _OWNER)
-    return fit_pca(
-        source, plan, k=opts.k, scree_methods=methods,
-        controls=resolve_controls(methods, dict(opts.scree_control), owner=_OWNER),
-        bins=opts.bins, hist_methods=parse_methods(list(opts.score_method), _OWNER),
-        axes=parse_axes(opts.axes, _OWNER), V_dp=None, mono=opts.mono,
-        cpp_option=opts.cpp_option, non_private=opts.non_private,
-        calibration=opts.calibration, rng_state=state, center=parse_center(opts.center),
-        frame=opts.frame, block_rows=opts.block_rows, sensitivity=opts.sensitivity,
-        pairs=pairs_of(opts, source), pair_block=opts.pair_block)
 
 
 def _long_samples(samples: dict[str, pd.DataFrame], method: str, observed: bool

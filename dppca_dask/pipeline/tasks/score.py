@@ -19,21 +19,18 @@ from typing import Any
 import pandas as pd
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask._validation import parse_axes
-from dppca_dask.errors import InputError
-from dppca_dask.io.data import DataSource, SourceInfo
+from dppca_dask.io.data import SourceInfo
 from dppca_dask.pca.frame import CAPPED_SHARES, CAPPED_SPAN
 from dppca_dask.pca.histograms import (
     cell_limit,
     histogram_estimate,
-    parse_bins,
-    parse_methods,
 )
+from dppca_dask.pca.options import ScoreOptions, Setup
 from dppca_dask.pca.sampling import SamplingControl, sampling_control
-from dppca_dask.pca.score import FRAME_SHARE, fit_score, plan_score
+from dppca_dask.pca.score import score_split
 from dppca_dask.pipeline.config import RunConfig
-from dppca_dask.pipeline.tasks.wording import kendall_lines, loading_line, pairs_of
-from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget
+from dppca_dask.pipeline.tasks.wording import kendall_lines, loading_line
+from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.mechanisms import (
     stability_histogram_parameters,
 )
@@ -41,8 +38,8 @@ from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
 from dppca_dask.rng import RngState
 
-__all__ = ["histogram_line", "score_fit", "score_noise", "score_outputs", "score_plan",
-           "score_source", "score_work"]
+__all__ = ["histogram_line", "score_noise", "score_outputs", "score_setup", "score_source",
+           "score_work"]
 
 _OWNER = "dp_score"
 
@@ -57,28 +54,30 @@ def _sampling(cfg: RunConfig) -> SamplingControl:
     return sampling_control(list(s.method), s.sample_size, scale)
 
 
-def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[int, int], tuple[str, ...]]:
-    """Every score option, checked against the input's public shape (no data values)."""
-    if src.p < 2:
-        raise InputError(owner=_OWNER, parameter="X", rule="must have at least two columns", value=src.p)
-    parse_axes(cfg.score.axes, _OWNER, src.p)
-    bins = parse_bins(cfg.score.bins, src.n, _OWNER)
-    _sampling(cfg)
-    return bins, parse_methods(list(cfg.score.method), _OWNER)
+def score_setup(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Setup:
+    """The score options of the config, parsed once and bound to the input's shape."""
+    o = cfg.score
+    _sampling(cfg)  # refused before any data is read, not after the release
+    return ScoreOptions.parse(
+        _OWNER, cpp_option=o.cpp_option, non_private=o.non_private, calibration=o.calibration,
+        frame=o.frame, score_methods=list(o.method), axes=o.axes, bins=o.bins,
+        sensitivity=o.sensitivity, pairs=o.pairs, pair_block=o.pair_block,
+        block_rows=o.block_rows).bind(src.n, src.p)
 
 
 def score_source(cfg: RunConfig) -> dict[str, Any]:
     return {"group": cfg.input.group} if cfg.input.group is not None else {}
 
 
-def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan) -> list[str]:
-    bins, methods = _check(cfg, src)
-    opts = cfg.score
+def score_noise(cfg: RunConfig, setup: Setup, plan: BudgetPlan, release: Plan) -> list[str]:
+    """The score part's noise in words (a pca config's score part too)."""
+    opts = setup.options
+    bins, methods = setup.m_bins, opts.score_methods
+    assert bins is not None
     score = plan.spend("score")
     smooth = opts.frame == "smooth"
-    frame_eps = FRAME_SHARE * score.eps
-    frame_delta = FRAME_SHARE * score.delta if smooth else 0.0
-    hist = PrivacyBudget(score.eps - frame_eps, score.delta - frame_delta)
+    frame_budget, hist = score_split(score, opts.frame)
+    frame_eps, frame_delta = frame_budget.eps, frame_budget.delta
     rule = " (default rule)" if opts.bins is None else ""
     lines = [
         loading_line(release, opts.calibration),
@@ -101,10 +100,10 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan
         lines.append(f"      add: gaussian, L2 sensitivity {_r(add.sensitivity)}, noise sd "
                      f"{_r(add.scale)} counts ({opts.calibration})")
     if "sparse" in methods:
-        scale, threshold = stability_histogram_parameters(src.n, hist)
+        scale, threshold = stability_histogram_parameters(setup.n, hist)
         per_group = "; per group with n_g" if cfg.input.group else ""
         lines.append(f"      sparse: laplace scale {_r(scale)}, threshold {_r(threshold)} "
-                     f"(proportions, n = {src.n}{per_group})")
+                     f"(proportions, n = {setup.n}{per_group})")
     if "geometric" in methods:
         geo = release.first("score", "geometric_histogram")
         lines.append(f"      geometric: two-sided geometric (pure eps, delta unused), L1 "
@@ -113,49 +112,31 @@ def score_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan
     return lines
 
 
-def score_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
+def score_work(cfg: RunConfig, src: SourceInfo, setup: Setup, release: Plan) -> list[str]:
     assert release.passes is not None
-    frame = ("frame centre counts, frame radius counts" if cfg.score.frame == "durfee"
+    assert setup.m_bins is not None
+    frame = ("frame centre counts, frame radius counts" if setup.options.frame == "durfee"
              else "the observed scores (smooth frame)")
     return [
         "Work (score):",
-        *kendall_lines(cfg.score, src),
+        *kendall_lines(setup, src),
         f"  then {release.passes - 1} passes of O(n p) over {len(src.chunks[0])} row chunk(s): "
         f"{frame}, cell counts" + (" per group" if cfg.input.group else ""),
         "  the driver holds count vectors over 5000 grid points and the cell counts",
-        histogram_line(cfg.score.bins, src.n, len(cfg.score.method), bool(cfg.input.group)),
+        histogram_line(setup.m_bins, src.n, len(setup.options.score_methods),
+                       bool(cfg.input.group)),
     ]
 
 
-def histogram_line(bins: Any, n: int, methods: int, grouped: bool) -> str:
+def histogram_line(grid: tuple[int, int], n: int, methods: int, grouped: bool) -> str:
     """The driver's histogram and plot stages in words: memory and drawing time for the bins
-    (checked against :func:`~dppca_dask.pca.histograms.cell_limit` by ``parse_bins``)."""
-    grid = parse_bins(bins, n, _OWNER)
+    ``grid`` (checked against :func:`~dppca_dask.pca.histograms.cell_limit` when the options
+    were bound)."""
     memory, seconds = histogram_estimate(grid, methods=methods)
     per = " per group" if grouped else ""
     return (f"  histogram and plots (driver): {grid[0]} x {grid[1]} = {grid[0] * grid[1]:,} cells "
             f"(limit {cell_limit(n):,} for n = {n:,}); about {memory / 2**20:,.1f} MiB{per} and "
             f"about {seconds:,.1f} s to draw{per}")
-
-
-def score_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
-    """The release's plan (:func:`~dppca_dask.pca.score.plan_score`) for this config."""
-    opts = cfg.score
-    return plan_score(src.n, src.p, budget, methods=parse_methods(list(opts.method), _OWNER),
-                      frame=opts.frame, calibration=opts.calibration,
-                      sensitivity=opts.sensitivity, pairs=pairs_of(opts, src),
-                      pair_block=opts.pair_block)
-
-
-def score_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
-    opts = cfg.score
-    return fit_score(
-        source, plan, axes=parse_axes(opts.axes, _OWNER), bins=opts.bins,
-        methods=parse_methods(list(opts.method), _OWNER), V_dp=None, frame=opts.frame,
-        cpp_option=opts.cpp_option, non_private=opts.non_private,
-        calibration=opts.calibration, rng_state=state, block_rows=opts.block_rows,
-        sensitivity=opts.sensitivity, pairs=pairs_of(opts, source), pair_block=opts.pair_block,
-    )
 
 
 def _long_samples(samples: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:

@@ -11,35 +11,27 @@ show the non-private reference and are NOT private releases).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import Any, cast
 
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.errors import InputError
 from dppca_dask.io.data import DataSource, SourceInfo
-from dppca_dask.pca.scree import (
-    DEFAULT_MAX_K,
-    center_rounds,
-    check_scree_args,
-    fit_scree,
-    parse_center,
-    plan_scree,
-    resolve_k,
-)
-from dppca_dask.pca.scree_controls import parse_methods, resolve_controls
-from dppca_dask.pca.scree_methods import CENTER_SHARE, huber_defaults
+from dppca_dask.pca.directions import parse_v_dp
+from dppca_dask.pca.options import ScreeOptions, Setup
+from dppca_dask.pca.scree import center_rounds, fit_scree, scree_plan_of, scree_split
+from dppca_dask.pca.scree_methods import huber_defaults
 from dppca_dask.pca.scree_utility import noise_lines
 from dppca_dask.pipeline.config import RunConfig
-from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, loading_line, pairs_of
+from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, loading_line
 from dppca_dask.plots._style import save_figure
-from dppca_dask.privacy.budget import BudgetPlan, resolve_budget
+from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import LoadingResult, Result, load_result
 from dppca_dask.rng import RngState
 
-__all__ = ["scree_fit", "scree_noise", "scree_outputs", "scree_plan", "scree_work"]
+__all__ = ["scree_fit", "scree_noise", "scree_outputs", "scree_plan", "scree_setup", "scree_work"]
 
 _OWNER = "dp_scree"
 
@@ -48,50 +40,62 @@ def _r(value: float) -> str:
     return format_r_scalar(value)
 
 
-def _plan(cfg: RunConfig, plan: BudgetPlan) -> BudgetPlan:
+def _with_prior(setup: Setup, plan: BudgetPlan) -> BudgetPlan:
     """The runner resolves without priors; supplied directions make loading a prior release."""
-    if cfg.scree.directions is None:
+    if setup.supplied is None:
         return plan
-    return resolve_budget(cfg.privacy.to_control(), owner=_OWNER, prior=("loading",))
+    return replace(plan, prior=plan.prior | {"loading"})
 
 
-def _check(cfg: RunConfig, src: SourceInfo) -> tuple[tuple[str, ...], dict[str, Any], int]:
-    """Every scree option against the input's public shape (no data values read)."""
-    opts = cfg.scree
-    methods = parse_methods(list(opts.method), _OWNER)
-    controls = resolve_controls(methods, dict(opts.controls), owner=_OWNER)
-    if opts.directions is not None and not Path(opts.directions).exists():
-        raise InputError(f"The directions result {opts.directions!r} (scree.directions) was "
-                         "not found.")
-    check_scree_args(src.n, src.p, methods, parse_center(opts.center), _OWNER)
-    k = resolve_k(opts.k, src.p, None, _OWNER) if opts.directions is None else \
-        opts.k or min(src.p, DEFAULT_MAX_K)  # a saved loading result: checked when it is read
-    return methods, controls, k
+def _directions(cfg: RunConfig, src: SourceInfo) -> tuple[Any, str] | None:
+    """The saved dp_loading result ``scree.directions`` (an earlier release: its directions,
+    read once when the options are bound), or ``None``."""
+    path = cfg.scree.directions
+    if path is None:
+        return None
+    if not Path(path).exists():
+        raise InputError(f"The directions result {path!r} (scree.directions) was not found.")
+    result = load_result(path)
+    if not isinstance(result, LoadingResult):
+        raise InputError(f"scree.directions must name a dp_loading result; "
+                         f"{path!r} holds a {result.kind!r} result.")
+    return parse_v_dp(result, cast(DataSource, src), _OWNER)  # uses n, p, variables only
 
 
-def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan) -> list[str]:
-    methods, controls, k = _check(cfg, src)
-    opts = cfg.scree
-    plan = _plan(cfg, plan)
-    n = src.n
+def scree_setup(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Setup:
+    """The scree options of the config, parsed once and bound to the input's shape (and to
+    the supplied directions, when ``scree.directions`` names them)."""
+    o = cfg.scree
+    return ScreeOptions.parse(
+        _OWNER, scree_methods=list(o.method), control=dict(o.controls), k=o.k, mono=o.mono,
+        center=o.center, cpp_option=o.cpp_option, non_private=o.non_private,
+        calibration=o.calibration, sensitivity=o.sensitivity, pairs=o.pairs,
+        pair_block=o.pair_block, block_rows=o.block_rows,
+    ).bind(src.n, src.p, _directions(cfg, src))
+
+
+def scree_noise(cfg: RunConfig, setup: Setup, plan: BudgetPlan, release: Plan) -> list[str]:
+    opts = setup.options
+    methods, controls, k, n = opts.scree_methods, opts.controls, setup.k, setup.n
+    assert k is not None
+    plan = _with_prior(setup, plan)
     lines = []
     loading = plan["loading"]
-    if opts.directions is None:
+    if cfg.scree.directions is None:
         lines.append(loading_line(release, opts.calibration))
     else:
         lines.append(f"  loading: eps = {_r(loading.eps)} ; delta = {_r(loading.delta)} -> "
-                     f"prior release {opts.directions} (recorded, not spent)")
+                     f"prior release {cfg.scree.directions} (recorded, not spent)")
     scree = plan.spend("scree")
-    private = isinstance(opts.center, str) and opts.center == "private"
-    share = CENTER_SHARE if private else 0.0
+    center_budget, method = scree_split(scree, setup)
     lines.append(f"  scree: eps = {_r(scree.eps)} ; delta = {_r(scree.delta)} for each method "
                  f"({', '.join(methods)}), {k} components")
-    if private:
+    if center_budget is not None:
+        share = center_budget.eps / scree.eps
         lines.append(f"    centre (private, shared): {_r(100 * share)}% of the scree budget -> "
                      "2 rounds of a Durfee radius search and a ball-clipped Gaussian mean")
-    elif opts.center == "empirical":
+    elif isinstance(opts.center, str) and opts.center == "empirical":
         lines.append("    centre: empirical mean of the scores -- OUTSIDE the privacy guarantee")
-    method = scree.scaled(1.0 - share)
     per = method.scaled(1.0 / k)
     z = f" ({opts.calibration})"
     for name in methods:
@@ -110,18 +114,17 @@ def scree_noise(cfg: RunConfig, src: SourceInfo, plan: BudgetPlan, release: Plan
                          f"{min(blocks, n // 2)} blocks) laplace scale {_r(2 / eps_m2)}, then "
                          f"{steps} gaussian steps of eps {_r((per.eps - eps_m2) / steps)}, "
                          "sensitivity 2 eta0 tau/n of the released tau" + z)
-    return lines + noise_lines(methods, controls, n=n, k=k, budget=method,
+    return lines + noise_lines(methods, dict(controls), n=n, k=k, budget=method,
                                calibration=opts.calibration)
 
 
-def scree_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
-    opts = cfg.scree
+def scree_work(cfg: RunConfig, src: SourceInfo, setup: Setup, release: Plan) -> list[str]:
     lines = ["Work (scree):"]
-    if opts.directions is None:
-        lines += kendall_lines(opts, src)
+    if setup.supplied is None:
+        lines += kendall_lines(setup, src)
     assert release.passes is not None
-    scree_passes = release.passes - (opts.directions is None)
-    centre = center_rounds(opts.center)
+    scree_passes = release.passes - (setup.supplied is None)
+    centre = center_rounds(setup.options.center)
     lines.append(f"  then {scree_passes} passes of O(n p k) over {len(src.chunks[0])} row "
                  f"chunk(s): {centre} for the centre, {scree_passes - centre} for the methods "
                  "together")
@@ -129,35 +132,14 @@ def scree_work(cfg: RunConfig, src: SourceInfo, release: Plan) -> list[str]:
     return lines
 
 
-def scree_plan(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Plan:
-    """The release's plan (:func:`~dppca_dask.pca.scree.plan_scree`) for this config."""
-    methods, controls, _ = _check(cfg, src)
-    opts = cfg.scree
-    supplied = None if opts.directions is None else (np.zeros((src.p, src.p)),
-                                                     "supplied dp_loading result")
-    return plan_scree(src.n, src.p, _plan(cfg, budget), methods=methods, controls=controls,
-                      k=opts.k, center=opts.center, supplied=supplied,
-                      calibration=opts.calibration, sensitivity=opts.sensitivity,
-                      pairs=pairs_of(opts, src), pair_block=opts.pair_block)
+def scree_plan(setup: Setup, budget: BudgetPlan) -> Plan:
+    """The release's plan (:func:`~dppca_dask.pca.scree.scree_plan_of`) for this config."""
+    return scree_plan_of(setup, _with_prior(setup, budget))
 
 
-def scree_fit(cfg: RunConfig, source: DataSource, plan: BudgetPlan, state: RngState) -> Result:
-    opts = cfg.scree
-    methods = parse_methods(list(opts.method), _OWNER)
-    v_dp = None
-    if opts.directions is not None:
-        v_dp = load_result(opts.directions)
-        if not isinstance(v_dp, LoadingResult):
-            raise InputError(f"scree.directions must name a dp_loading result; "
-                             f"{opts.directions!r} holds a {v_dp.kind!r} result.")
-    return fit_scree(
-        source, _plan(cfg, plan), methods=methods,
-        controls=resolve_controls(methods, dict(opts.controls), owner=_OWNER), k=opts.k,
-        V_dp=v_dp, mono=opts.mono, cpp_option=opts.cpp_option, non_private=opts.non_private,
-        calibration=opts.calibration, rng_state=state, center=parse_center(opts.center),
-        block_rows=opts.block_rows, sensitivity=opts.sensitivity,
-        pairs=pairs_of(opts, source), pair_block=opts.pair_block,
-    )
+def scree_fit(source: DataSource, plan: BudgetPlan, setup: Setup, state: RngState) -> Result:
+    """The fit on the bound options; with supplied directions, loading is a prior release."""
+    return fit_scree(source, _with_prior(setup, plan), setup, state)
 
 
 def scree_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> None:

@@ -5,13 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from dppca_dask._rformat import format_r_scalar
-from dppca_dask._typing import Pairs
 from dppca_dask.graph.compute import kendall_layout
-from dppca_dask.io.data import DataSource, SourceInfo
-from dppca_dask.pca.loading import resolve_pairs
+from dppca_dask.io.data import SourceInfo
 from dppca_dask.privacy.plan import Plan
 
-__all__ = ["clipped_line", "kendall_lines", "loading_line", "pairs_of"]
+__all__ = ["clipped_line", "kendall_lines", "loading_line"]
 
 
 def loading_line(release: Plan, calibration: str, suffix: str = "") -> str:
@@ -37,17 +35,13 @@ def clipped_line(release: Plan, calibration: str) -> str:
             f"({calibration})")
 
 
-def kendall_lines(opts: Any, src: SourceInfo, suffix: str = "") -> list[str]:
-    """The Kendall pass of a task's loading stage: the pairs mode (and why), its size."""
-    mode, why = resolve_pairs(opts.pairs, src.n, src.p)
+def kendall_lines(setup: Any, src: SourceInfo, suffix: str = "") -> list[str]:
+    """The Kendall pass of a task's loading stage (bound options: a
+    :class:`~dppca_dask.pca.options.Setup`): the pairs mode (and why), its size."""
+    opts, mode, why = setup.options, setup.pairs, setup.pairs_why
     layout = kendall_layout(src.n, src.p, block_rows=opts.block_rows, pairs=mode,
                             pair_block=opts.pair_block)
     what = ("all pairs" if mode == "all" else
             f"pairs within {layout.n_blocks} groups of <= {opts.pair_block} consecutive rows")
     return [f"  Kendall pass ({what}; {why}): {layout.n_pairs:,} pairs in "
             f"{layout.n_tiles:,} tiles, {layout.n_tasks:,} tasks{suffix}"]
-
-
-def pairs_of(opts: Any, src: SourceInfo | DataSource) -> Pairs:
-    """The resolved Kendall mode of a task's options for this input (from n and p only)."""
-    return resolve_pairs(opts.pairs, src.n, src.p)[0]
