@@ -178,7 +178,7 @@ def test_run__failure_before_any_draw_is_refunded(tmp_path, run_config, monkeypa
 
 
 def test_draw_tracker__transparent_and_notes_any_draw():
-    from dppca_dask.pipeline.runner import DrawTracker
+    from dppca_dask.privacy.draws import DrawTracker
     from dppca_dask.rng import Rng, as_rng
     from dppca_dask.testing import RRNG
 

@@ -27,6 +27,8 @@ from dppca_dask.graph.scree_passes import (
 )
 from dppca_dask.io.data import as_data
 from dppca_dask.io.datasets import make_gau
+from dppca_dask.pca.directions import parse_v_dp
+from dppca_dask.pca.options import ScreeOptions
 from dppca_dask.pca.postprocess import (
     monotone_scree,
     ordered_eigh,
@@ -168,10 +170,11 @@ def _fit(x, v, *, methods, center, chunks, seed, lockstep=False, eps=8.0, non_pr
     src = as_data(da.from_array(x, chunks=(chunks, x.shape[1])), owner="dp_scree")
     plan = resolve_budget(privacy_control(loading=(1, 1e-6), scree=(eps, 1e-3)),
                           owner="dp_scree", prior=("loading",))
-    return fit_scree(src, plan, methods=methods, controls=CONTROLS, k=v.shape[1], V_dp=v,
-                      mono=False, cpp_option=True, non_private=non_private,
-                      calibration="classical", rng_state=as_rng(seed), center=center,
-                      lockstep=lockstep)
+    options = ScreeOptions.parse("dp_scree", scree_methods=methods, control=CONTROLS,
+                                 k=v.shape[1], mono=False, non_private=non_private,
+                                 center=center)
+    setup = options.bind(src.n, src.p, parse_v_dp(v, src, "dp_scree"))
+    return fit_scree(src, plan, setup, as_rng(seed), lockstep=lockstep)
 
 
 @pytest.mark.parametrize("method", ["clipped", "pmwm", "huber"])

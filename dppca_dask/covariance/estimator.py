@@ -66,7 +66,7 @@ from dppca_dask.privacy.mechanisms import gaussian_zcdp, gaussian_zcdp_symmetric
 from dppca_dask.privacy.plan import ADAPTIVE, Plan, planned
 from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
 from dppca_dask.results.covariance import CovarianceResult, build_covariance_result
-from dppca_dask.rng import as_rng
+from dppca_dask.rng import RngState, as_rng
 
 __all__ = [
     "CLIPS",
@@ -452,14 +452,13 @@ def dp_covariance(
     clipping, b = parse_clip(clip, bounds, radius, source.variables)
     release = plan_covariance(source.p, plan, method=method, control=parsed_control)
 
-    def fit() -> CovarianceResult:
+    def fit(tracked: RngState) -> CovarianceResult:
         return fit_covariance(
-            source, plan, bounds=b, method=method, control=parsed_control, rng_state=state,
+            source, plan, bounds=b, method=method, control=parsed_control, rng_state=tracked,
             report_clipping=report_clipping, clip=clipping,
         )
 
-    return account(ledger, X, release, n=source.n, owner=_OWNER, rng=state.generator,
-                   seeded=state.seeded, fit=fit)
+    return account(ledger, X, release, n=source.n, owner=_OWNER, rng_state=state, fit=fit)
 
 
 def rho_allocations(method: str, rho: float, control: Any, d: int) -> tuple[tuple[str, float], ...]:

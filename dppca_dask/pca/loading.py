@@ -275,8 +275,8 @@ def dp_loading(
     source = as_data(X, owner=owner)
     setup = options.bind(source.n, source.p)
     return account(ledger, X, loading_plan_of(setup, plan), n=source.n, owner=owner,
-                   rng=state.generator, seeded=state.seeded,
-                   fit=lambda: fit_loading(source, plan, setup, state))
+                   rng_state=state,
+                   fit=lambda tracked: fit_loading(source, plan, setup, tracked))
 
 
 def fit_loading(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: Any

@@ -244,8 +244,8 @@ def dp_pca(
     supplied = parse_v_dp(V_dp, source, _OWNER) if V_dp is not None else None
     setup = options.bind(source.n, source.p, supplied)
     return account(ledger, X, pca_plan_of(setup, plan), n=source.n, owner=_OWNER,
-                   rng=state.generator, seeded=state.seeded,
-                   fit=lambda: fit_pca(source, plan, setup, state))
+                   rng_state=state,
+                   fit=lambda tracked: fit_pca(source, plan, setup, tracked))
 
 
 def fit_pca(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngState

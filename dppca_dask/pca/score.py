@@ -205,8 +205,8 @@ def dp_score(
     supplied = parse_v_dp(V_dp, source, owner) if V_dp is not None else None
     setup = options.bind(source.n, source.p, supplied)
     return account(ledger, X, score_plan_of(setup, plan), n=source.n, owner=owner,
-                   rng=state.generator, seeded=state.seeded,
-                   fit=lambda: fit_score(source, plan, setup, state))
+                   rng_state=state,
+                   fit=lambda tracked: fit_score(source, plan, setup, tracked))
 
 
 def fit_score(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngState

@@ -223,8 +223,8 @@ def dp_scree(
     warn_unreliable(options.scree_methods, options.controls, n=source.n, k=setup.k,
                     budget=scree_split(plan.spend("scree"), setup)[1],
                     calibration=options.calibration)
-    return account(ledger, X, release, n=source.n, owner=_OWNER, rng=state.generator,
-                   seeded=state.seeded, fit=lambda: fit_scree(source, plan, setup, state))
+    return account(ledger, X, release, n=source.n, owner=_OWNER, rng_state=state,
+                   fit=lambda tracked: fit_scree(source, plan, setup, tracked))
 
 
 def fit_scree(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngState, *,

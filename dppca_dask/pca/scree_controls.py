@@ -353,12 +353,12 @@ def resolve_controls(
     return {m: _coerce(m, control, owner) for m in methods}
 
 
-def check_partial_control(method: str, values: Mapping[str, Any]) -> None:
+def check_partial_control(method: str, values: Mapping[str, Any]) -> Control | None:
     """Validate the parameters given for ``method`` (for configs, where some may come later).
 
     Unknown names and bad values raise; missing required parameters do not (the fit reports them).
-    A complete control's values are not checked here: the options object checks them once, when
-    the run is planned (before any data is read).
+    Returns the control when ``values`` are complete (a config keeps it, so the options object
+    does not check the values again), else ``None``.
 
     Examples
     --------
@@ -372,7 +372,7 @@ def check_partial_control(method: str, values: Mapping[str, Any]) -> None:
             f"{', '.join(known)})."
         )
     if all(name in values for name in _REQUIRED[method]):
-        return  # complete: its values are checked once, when the options are parsed
+        return _CONSTRUCTORS[method](**dict(values))
     stand_in: dict[str, Any] = {
         "clipped": {"C_clip": 1.0},
         "pmwm": {"a": 0.0, "b": 1.0, "trim_const": 1.0, "eta": 0.0},
@@ -390,6 +390,7 @@ def check_partial_control(method: str, values: Mapping[str, Any]) -> None:
             low = K_RANGE[0] if method == "huber" else -math.inf
             stand_in[lo_name] = max(math.ceil(x) - 1, low) if x is not None else 0
     _CONSTRUCTORS[method](**{**stand_in, **given})
+    return None
 
 
 def _number(value: Any) -> float | None:

@@ -148,16 +148,19 @@ class LoadingConfig(_KendallOptions):
     """Options of :func:`~dppca_dask.dp_loading`."""
 
 
-def _check_controls(controls: dict[Literal["clipped", "pmwm", "huber"], dict[str, Any]]) -> None:
-    """Check the given scree controls' values at load time (missing ones: at plan/run)."""
+def _check_controls(controls: dict[Literal["clipped", "pmwm", "huber"], dict[str, Any]]
+                    ) -> dict[str, Any]:
+    """Check the given scree controls' values at load time (missing ones: at plan/run); the
+    complete ones, built (the options object takes them as they are: checked once)."""
     from dppca_dask.errors import ParameterError
     from dppca_dask.pca.scree_controls import check_partial_control
 
     try:
-        for name, values in controls.items():
-            check_partial_control(name, values)
+        built = {name: check_partial_control(name, values) for name, values in controls.items()}
     except ParameterError as exc:
         raise ValueError(str(exc)) from None
+    return {name: (control if control is not None else dict(controls[name]))
+            for name, control in built.items()}
 
 
 class ScreeConfig(_KendallOptions):
@@ -181,11 +184,17 @@ class ScreeConfig(_KendallOptions):
     plot_formats: list[Literal["png", "svg"]] = Field(default_factory=_list_of("png", "svg"))
     dpi: PositiveInt = 150
 
+    _controls: dict[str, Any] = PrivateAttr(default_factory=dict)
+
     @model_validator(mode="after")
     def _valid_controls(self) -> ScreeConfig:
         """Check the given controls' values now; missing ones are reported by ``plan``/``run``."""
-        _check_controls(self.controls)
+        self._controls = _check_controls(self.controls)
         return self
+
+    def checked_controls(self) -> dict[str, Any]:
+        """The controls as checked at load: complete ones built, partial ones as given."""
+        return dict(self._controls)
 
 
 class ScoreSamplingConfig(_Model):
@@ -245,13 +254,19 @@ class PCAConfig(_KendallOptions):
     show_group_legend: bool = True
     dpi: PositiveInt = 150
 
+    _controls: dict[str, Any] = PrivateAttr(default_factory=dict)
+
     @model_validator(mode="after")
     def _valid(self) -> PCAConfig:
         if len(set(self.sampling.method)) != 1:
             raise ValueError("pca.sampling.method must name exactly one sampling method "
                              "(center or uniform)")
-        _check_controls(self.scree_control)
+        self._controls = _check_controls(self.scree_control)
         return self
+
+    def checked_controls(self) -> dict[str, Any]:
+        """The controls as checked at load: complete ones built, partial ones as given."""
+        return dict(self._controls)
 
 
 class CovarianceConfig(_Model):

@@ -66,6 +66,7 @@ from dppca_dask.pipeline.interrupts import critical
 from dppca_dask.pipeline.tasks import TASKS, TaskSpec, mib
 from dppca_dask.pipeline.tasks.memory import memory_plan
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
+from dppca_dask.privacy.draws import DrawTracker
 from dppca_dask.privacy.guarantees import guarantee_warnings
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result, guarantee_of, write_atomically
@@ -73,78 +74,6 @@ from dppca_dask.rng import RngState, as_rng
 
 __all__ = ["DrawTracker", "RunOutcome", "RunPlan", "execute", "plan_run",
            "post_processing_generator", "summary_text", "write_release"]
-
-
-class _TrackerBase:
-    """Shared part of the :class:`DrawTracker` classes (one per wrapped generator type)."""
-
-    __slots__ = ("_dppca_drawn", "_dppca_target")
-
-    def __init__(self, target: Any) -> None:
-        object.__setattr__(self, "_dppca_target", target)
-        object.__setattr__(self, "_dppca_drawn", False)
-
-    @property
-    def drawn(self) -> bool:
-        """Whether anything was drawn from (or taken out of) the generator yet."""
-        return bool(object.__getattribute__(self, "_dppca_drawn"))
-
-    def _dppca_mark(self) -> Any:
-        object.__setattr__(self, "_dppca_drawn", True)
-        return object.__getattribute__(self, "_dppca_target")
-
-    def __getattr__(self, name: str) -> Any:  # anything not mirrored on the class counts too
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self._dppca_mark(), name)
-
-    def __repr__(self) -> str:
-        return f"DrawTracker({object.__getattribute__(self, '_dppca_target')!r})"
-
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:  # isinstance(tracker, np.random.Generator) stays true
-        return type(object.__getattribute__(self, "_dppca_target"))
-
-
-def _mirror(name: str, target: Any) -> Any:
-    if callable(getattr(target, name, None)):
-        def method(self: _TrackerBase, *args: Any, **kwargs: Any) -> Any:
-            return getattr(self._dppca_mark(), name)(*args, **kwargs)
-
-        method.__name__ = name
-        return method
-    return property(lambda self: getattr(self._dppca_mark(), name))
-
-
-_TRACKERS: dict[type, type] = {}
-
-
-def DrawTracker(generator: Any) -> Any:  # a class factory, named like the classes it makes
-    """A transparent proxy of ``generator`` whose ``drawn`` notes the first draw of any kind.
-
-    Every public method or attribute of the generator's type is mirrored on the proxy's class
-    (so it satisfies :class:`dppca_dask.rng.Rng` and :func:`~dppca_dask.rng.as_rng`'s checks,
-    and ``isinstance`` against the generator's type); calling or reading any of them -- normal,
-    laplace, integers, bit_generator, spawn, ... -- counts as a draw.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> tracked = DrawTracker(np.random.default_rng(0))
-    >>> isinstance(tracked, np.random.Generator), tracked.drawn
-    (True, False)
-    >>> _ = tracked.normal(size=2)
-    >>> tracked.drawn
-    True
-    """
-    kind = type(generator)
-    cls = _TRACKERS.get(kind)
-    if cls is None:
-        names = [n for n in dir(kind) if not n.startswith("_") and n != "drawn"]
-        cls = type(f"Tracked{kind.__name__}", (_TrackerBase,),
-                   {"__slots__": (), **{n: _mirror(n, generator) for n in names}})
-        _TRACKERS[kind] = cls
-    return cls(generator)
 
 
 @dataclass(frozen=True)

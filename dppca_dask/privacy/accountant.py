@@ -15,8 +15,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
+from dppca_dask.privacy.draws import DrawTracker
 from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.rng import RngState
 
 __all__ = ["Accountant", "Policy", "account", "add_policy", "current_accountant",
            "using_accountant"]
@@ -68,39 +70,33 @@ def using_accountant(accountant: Accountant | None) -> Iterator[Accountant | Non
         _CURRENT.reset(token)
 
 
-def _state(rng: Any) -> Any:
-    """What every draw changes: a NumPy generator's state, the CSPRNG's byte count (``None``:
-    unknown, so any failure keeps the spend)."""
-    bit = getattr(rng, "bit_generator", None)
-    if bit is not None:
-        return bit.state
-    return getattr(rng, "drawn_bytes", None)
-
-
-def account(accountant: Accountant | None, X: Any, plan: Plan, *, n: int, owner: str, rng: Any,
-            seeded: bool, fit: Callable[[], R]) -> R:
+def account(accountant: Accountant | None, X: Any, plan: Plan, *, n: int, owner: str,
+            rng_state: RngState, fit: Callable[[RngState], R]) -> R:
     """Check ``plan``'s guarantees (:func:`~dppca_dask.privacy.guarantees.warn_guarantees`), then
     run ``fit`` under ``accountant`` (or the current one): reserve, fit, settle.
 
-    Whether noise was drawn is read from the generator's state (every draw advances it): an
-    error before any draw refunds the reservation, an error after one keeps it spent (the
-    error's type only is recorded).
+    ``fit`` gets ``rng_state`` with its generator wrapped in a
+    :func:`~dppca_dask.privacy.draws.DrawTracker` -- the one answer to "was noise drawn?", as in
+    the CLI's runner: an error before any draw refunds the reservation, an error after one keeps
+    it spent (the error's type only is recorded).
     """
     warn_guarantees(plan, n, stacklevel=4)
     acct = accountant if accountant is not None else current_accountant()
+    seeded = rng_state.seeded
     for policy in _POLICIES:  # before any data is read
         policy(acct, seeded, owner)
+    tracker = DrawTracker(rng_state.generator)
+    tracked = RngState(tracker, seeded)
     if acct is None:
-        return fit()
+        return fit(tracked)
     token = acct.reserve(X, plan, owner=owner, seeded=seeded)
-    before = _state(rng)
     try:
-        result = fit()
+        result = fit(tracked)
     except BaseException as exc:
-        if before is not None and _state(rng) == before:
-            acct.cancel(token)
-        else:
+        if tracker.drawn:
             acct.fail(token, type(exc).__name__, seeded=seeded)
+        else:
+            acct.cancel(token)
         raise
     acct.confirm(token, [r.as_dict() for r in getattr(result, "ledger", ())], seeded=seeded)
     return result

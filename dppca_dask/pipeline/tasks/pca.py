@@ -56,7 +56,7 @@ def pca_setup(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Setup:
     o = cfg.pca
     _sampling(cfg)  # refused before any data is read, not after the release
     return PCAOptions.parse(
-        _OWNER, scree_methods=list(o.scree_method), control=dict(o.scree_control), k=o.k,
+        _OWNER, scree_methods=list(o.scree_method), control=o.checked_controls(), k=o.k,
         mono=o.mono, center=o.center, score_methods=list(o.score_method), bins=o.bins,
         axes=o.axes, frame=o.frame, cpp_option=o.cpp_option, non_private=o.non_private,
         calibration=o.calibration, sensitivity=o.sensitivity, pairs=o.pairs,

@@ -67,7 +67,7 @@ def scree_setup(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> Setup:
     the supplied directions, when ``scree.directions`` names them)."""
     o = cfg.scree
     return ScreeOptions.parse(
-        _OWNER, scree_methods=list(o.method), control=dict(o.controls), k=o.k, mono=o.mono,
+        _OWNER, scree_methods=list(o.method), control=o.checked_controls(), k=o.k, mono=o.mono,
         center=o.center, cpp_option=o.cpp_option, non_private=o.non_private,
         calibration=o.calibration, sensitivity=o.sensitivity, pairs=o.pairs,
         pair_block=o.pair_block, block_rows=o.block_rows,
