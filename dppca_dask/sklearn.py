@@ -94,7 +94,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from dppca_dask._validation import bad_param, parse_choice, parse_int
 from dppca_dask.covariance.estimator import dp_covariance, parse_clip
 from dppca_dask.errors import BudgetError, InputError, ParameterError
-from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
 from dppca_dask.pca.scree import dp_scree
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.privacy.budget import PrivacyControl, privacy_control

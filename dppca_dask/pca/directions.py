@@ -17,7 +17,7 @@ import xarray as xr
 from dppca_dask._typing import Pairs
 from dppca_dask._validation import bad_param
 from dppca_dask.errors import InputError
-from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
 from dppca_dask.io.data import DataSource
 from dppca_dask.pca.loading import loading_records, release_loading
 from dppca_dask.privacy.accounting import SpendRecord

@@ -54,7 +54,7 @@ from dppca_dask._typing import (
 )
 from dppca_dask._validation import parse_axes, parse_bool, parse_choice
 from dppca_dask.errors import InputError
-from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
 from dppca_dask.graph.rounds import gather, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data

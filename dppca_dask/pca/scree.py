@@ -38,7 +38,8 @@ from dppca_dask._typing import (
 )
 from dppca_dask._validation import bad_param, parse_bool, parse_choice, parse_int
 from dppca_dask.errors import ParameterError
-from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK, moments
+from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.moments import moments
 from dppca_dask.graph.rounds import Stage, chain, counted, gather, once, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dppca_dask.graph.compute import kendall_layout
+from dppca_dask.graph.kendall_layout import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.loading import fit_loading, plan_loading, resolve_pairs
 from dppca_dask.pipeline.config import RunConfig

@@ -6,7 +6,7 @@ from typing import Any
 
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask._typing import Pairs
-from dppca_dask.graph.compute import kendall_layout
+from dppca_dask.graph.kendall_layout import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.loading import resolve_pairs
 from dppca_dask.privacy.plan import Plan
