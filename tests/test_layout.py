@@ -12,7 +12,7 @@ DRAWS = {"normal", "laplace", "gumbel", "exponential", "integers", "random", "ch
          "binomial", "poisson"}
 # Outside privacy/, only these draw random numbers, and none of them for privacy: synthetic
 # samples from released histograms (post-processing), the demo data, the R RNG emulator.
-POST_PROCESSING_SAMPLERS = {"pca/sampling.py", "io/datasets.py", "testing.py"}
+POST_PROCESSING_SAMPLERS = {"results/sampling.py", "io/datasets.py", "testing.py"}
 
 
 def _modules() -> list[Path]:

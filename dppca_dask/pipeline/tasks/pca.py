@@ -26,7 +26,6 @@ from dppca_dask.errors import InputError
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.histograms import parse_bins, parse_methods
 from dppca_dask.pca.pca import fit_pca, plan_pca
-from dppca_dask.pca.sampling import SamplingControl, sampling_control
 from dppca_dask.pca.scree import check_scree_args, parse_center, resolve_k
 from dppca_dask.pca.scree_controls import parse_methods as parse_scree_methods
 from dppca_dask.pca.scree_controls import resolve_controls
@@ -39,6 +38,7 @@ from dppca_dask.plots._style import save_figure
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
+from dppca_dask.results.sampling import SamplingControl, sampling_control
 from dppca_dask.rng import RngState
 
 __all__ = ["pca_fit", "pca_noise", "pca_outputs", "pca_source", "pca_plan", "pca_work"]

@@ -29,7 +29,6 @@ from dppca_dask.pca.histograms import (
     parse_bins,
     parse_methods,
 )
-from dppca_dask.pca.sampling import SamplingControl, sampling_control
 from dppca_dask.pca.score import FRAME_SHARE, fit_score, plan_score
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.wording import kendall_lines, loading_line, pairs_of
@@ -39,6 +38,7 @@ from dppca_dask.privacy.mechanisms import (
 )
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.results.base import Result
+from dppca_dask.results.sampling import SamplingControl, sampling_control
 from dppca_dask.rng import RngState
 
 __all__ = ["histogram_line", "score_fit", "score_noise", "score_outputs", "score_plan",
