@@ -14,7 +14,7 @@ Privacy
   or cross-validation fits once per candidate and fold, and those releases compose. ``ledger=``
   (an :func:`~dppca_dask.ledger_accountant`) or ``with dppca_dask.accounting(dataset=...)``
   reserves each fit in the persistent budget ledger before any data is read, with its cap check.
-* ``random_state`` is scikit-learn's name for the package's ``rng`` (:func:`dppca_dask.rng.as_rng`):
+* ``random_state`` is scikit-learn's name for the package's ``rng`` (:func:`dppca_dask.privacy.rng.as_rng`):
   ``None`` (default, OS entropy: use it for real releases), an int (reproducible noise, the
   release is marked *seeded*; the seed is never stored), a SeedSequence or a Generator. Note
   that :func:`~sklearn.base.clone` copies a Generator with its state, so clones draw the same

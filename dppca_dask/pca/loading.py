@@ -39,8 +39,8 @@ from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.mechanisms import gaussian_calibration, gaussian_symmetric_matrix
 from dppca_dask.privacy.plan import Plan, planned
+from dppca_dask.privacy.rng import as_rng
 from dppca_dask.results.base import LoadingResult, Part, build_loading_result
-from dppca_dask.rng import as_rng
 
 __all__ = [
     "PAIRS",

@@ -88,9 +88,9 @@ from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import LoadingResult, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.pca import PCAResult, build_pca_result
-from dppca_dask.rng import RngState, as_rng
 
 __all__ = ["dp_pca", "expected_reads", "plan_pca"]
 

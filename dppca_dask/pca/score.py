@@ -73,9 +73,9 @@ from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
 from dppca_dask.privacy.mechanisms import geometric_histogram_scale, histogram_noise_sigma
 from dppca_dask.privacy.plan import Plan, planned
+from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Part, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.score import ScoreResult
-from dppca_dask.rng import RngState, as_rng
 
 __all__ = [
     "FRAME_SHARE",

@@ -68,9 +68,9 @@ from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import CALIBRATIONS, SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Part
 from dppca_dask.results.scree import ScreeResult, build_scree_result
-from dppca_dask.rng import RngState, as_rng
 
 __all__ = [
     "DEFAULT_MAX_K",

@@ -67,8 +67,8 @@ from dppca_dask.pipeline.tasks.memory import memory_plan
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.privacy.guarantees import guarantee_warnings
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Result, guarantee_of, write_atomically
-from dppca_dask.rng import RngState, as_rng
 
 __all__ = ["DrawTracker", "RunOutcome", "RunPlan", "execute", "plan_run",
            "post_processing_generator", "summary_text", "write_release"]
@@ -122,7 +122,7 @@ def DrawTracker(generator: Any) -> Any:  # a class factory, named like the class
     """A transparent proxy of ``generator`` whose ``drawn`` notes the first draw of any kind.
 
     Every public method or attribute of the generator's type is mirrored on the proxy's class
-    (so it satisfies :class:`dppca_dask.rng.Rng` and :func:`~dppca_dask.rng.as_rng`'s checks,
+    (so it satisfies :class:`dppca_dask.privacy.rng.Rng` and :func:`~dppca_dask.privacy.rng.as_rng`'s checks,
     and ``isinstance`` against the generator's type); calling or reading any of them -- normal,
     laplace, integers, bit_generator, spawn, ... -- counts as a draw.
 

@@ -28,7 +28,7 @@ from dppca_dask.errors import InputError
 from dppca_dask.kernels.counts import count_below, signed_count_below
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.mechanisms import above_threshold
-from dppca_dask.rng import as_rng
+from dppca_dask.privacy.rng import as_rng
 
 __all__ = [
     "DEFAULT_BETA",

@@ -31,6 +31,7 @@ import xarray as xr
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param, parse_choice
+from dppca_dask.privacy.rng import as_rng
 from dppca_dask.results.base import Result, budget_line
 from dppca_dask.results.frame import Frame
 from dppca_dask.results.sampling import (
@@ -39,7 +40,6 @@ from dppca_dask.results.sampling import (
     as_sampling_control,
     sample_cells,
 )
-from dppca_dask.rng import as_rng
 
 __all__ = ["GROUP_WEIGHTS", "ScoreResult", "ScoreSummary", "histogram_split_text"]
 

@@ -50,8 +50,8 @@ from dppca_dask.pipeline.tasks.scree import (
 from dppca_dask.pipeline.tasks.wording import loading_line, pairs_of
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState
 from dppca_dask.results.base import Result
-from dppca_dask.rng import RngState
 
 __all__ = ["TASKS", "TaskSpec", "mib"]
 

@@ -37,9 +37,9 @@ from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, pairs
 from dppca_dask.plots._style import save_figure
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState
 from dppca_dask.results.base import Result
 from dppca_dask.results.sampling import SamplingControl, sampling_control
-from dppca_dask.rng import RngState
 
 __all__ = ["pca_fit", "pca_noise", "pca_outputs", "pca_source", "pca_plan", "pca_work"]
 

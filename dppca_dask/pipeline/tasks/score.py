@@ -37,9 +37,9 @@ from dppca_dask.privacy.mechanisms import (
     stability_histogram_parameters,
 )
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState
 from dppca_dask.results.base import Result
 from dppca_dask.results.sampling import SamplingControl, sampling_control
-from dppca_dask.rng import RngState
 
 __all__ = ["histogram_line", "score_fit", "score_noise", "score_outputs", "score_plan",
            "score_source", "score_work"]
