@@ -42,6 +42,7 @@ from dppca_dask.plots._style import (
     style_panel,
     wrap_title,
 )
+from dppca_dask.results.plotters import register_plot
 from dppca_dask.results.sampling import SamplingLike
 
 __all__ = ["BIPLOT_SCALE", "PCA_PANELS", "PCAPlot", "biplot_arrows", "plot_pca"]
@@ -362,3 +363,6 @@ def plot_pca(
     fig.draw_without_rendering()
     keep_inside(fig, [t for group in labels for t in group])
     return PCAPlot(fit, fig, axes, samples, arrows, colors)
+
+
+register_plot("pca", plot_pca)  # the pca results' .plot()

@@ -43,6 +43,7 @@ from dppca_dask.plots._style import (
     style_panel,
     wrap_title,
 )
+from dppca_dask.results.plotters import register_plot
 from dppca_dask.results.sampling import SamplingLike
 
 __all__ = ["PRIVATE_PLOTS", "ScorePlot", "ScorePlotControl", "plot_score", "score_plot_control"]
@@ -401,3 +402,6 @@ _MAX_COLUMNS = 5
 def _sample_name(target: str) -> str:
     name = MECHANISM_NAMES[target]
     return f"{name} (not private)" if target == "nonprivate" else name
+
+
+register_plot("score", plot_score)  # the score results' .plot()
