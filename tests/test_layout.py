@@ -106,7 +106,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # Upward imports kept on purpose: at most two, each a function-level (lazy) import, with its reason.
 UPWARD_EXCEPTIONS = {
     ("dppca_dask.privacy.audit.kendall", "dppca_dask.pca.loading"):
-        "the empirical audit of dp_loading runs the shipped estimator on neighbouring datasets",
+        "the audit of dp_loading's release takes the Kendall matrices of real neighbouring data and "
+        "their tight sensitivity from pca.loading (spherical_kendall, kendall_sensitivity), as the "
+        "estimator computes them",
     ("dppca_dask.privacy.quantiles", "dppca_dask.kernels.counts"):
         "durfee_upper/durfee_quantile, the in-memory conveniences, count their values with the "
         "data-side kernel; the count-based searches that the estimators run import no kernel",
