@@ -47,7 +47,9 @@ import psutil
 from threadpoolctl import threadpool_limits
 
 from dppca_dask import dp_loading, privacy_control, spherical_kendall
-from dppca_dask.graph.compute import _unit, kendall_layout, use_compute
+from dppca_dask.graph.compute import use_compute
+from dppca_dask.graph.kendall_layout import kendall_layout
+from dppca_dask.graph.kendall_units import _unit
 from dppca_dask.kernels.kendall import TileStats, tile_blas_unfused, tile_reference
 from dppca_dask.kernels.kendall_fused import tile_fused
 

@@ -15,7 +15,7 @@ import numpy as np
 
 import dppca_dask as d
 from dppca_dask.privacy.exact_noise import discrete_gaussian, discrete_laplace
-from dppca_dask.rng import as_rng
+from dppca_dask.privacy.rng import as_rng
 
 
 def best(fn: Callable[[], Any], reps: int = 5) -> float:

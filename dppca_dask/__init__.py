@@ -41,7 +41,6 @@ from dppca_dask.errors import (
 )
 from dppca_dask.pca.loading import dp_loading, spherical_kendall
 from dppca_dask.pca.pca import dp_pca
-from dppca_dask.pca.sampling import SamplingControl, sample_histogram, sampling_control
 from dppca_dask.pca.score import dp_score
 from dppca_dask.pca.scree import dp_scree
 from dppca_dask.pca.scree_controls import clipped_control, huber_control, pmwm_control
@@ -52,6 +51,7 @@ from dppca_dask.privacy.budget import PrivacyControl, privacy_control
 from dppca_dask.results.base import LoadingResult, LoadingSummary, load_result
 from dppca_dask.results.covariance import CovarianceResult, CovarianceSummary
 from dppca_dask.results.pca import PCAResult, PCASummary
+from dppca_dask.results.sampling import SamplingControl, sample_histogram, sampling_control
 from dppca_dask.results.score import ScoreResult, ScoreSummary
 from dppca_dask.results.scree import ScreeResult, ScreeSummary
 

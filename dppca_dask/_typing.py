@@ -3,7 +3,7 @@
 ``DataLike`` is what the estimators accept as X, ``RngLike`` what they accept as ``rng``, and the
 ``Literal`` aliases name the methods and options by their accepted strings. Aliases that name a
 package type live next to it: ``ScreeControlLike`` (pca/scree_controls.py), ``SamplingLike``
-(pca/sampling.py), ``DirectionsLike`` (pca/directions.py).
+(results/sampling.py), ``DirectionsLike`` (pca/directions.py).
 """
 
 from __future__ import annotations

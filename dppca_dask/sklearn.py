@@ -14,7 +14,7 @@ Privacy
   or cross-validation fits once per candidate and fold, and those releases compose. ``ledger=``
   (an :func:`~dppca_dask.ledger_accountant`) or ``with dppca_dask.accounting(dataset=...)``
   reserves each fit in the persistent budget ledger before any data is read, with its cap check.
-* ``random_state`` is scikit-learn's name for the package's ``rng`` (:func:`dppca_dask.rng.as_rng`):
+* ``random_state`` is scikit-learn's name for the package's ``rng`` (:func:`dppca_dask.privacy.rng.as_rng`):
   ``None`` (default, OS entropy: use it for real releases), an int (reproducible noise, the
   release is marked *seeded*; the seed is never stored), a SeedSequence or a Generator. Note
   that :func:`~sklearn.base.clone` copies a Generator with its state, so clones draw the same
@@ -94,7 +94,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from dppca_dask._validation import bad_param, parse_choice, parse_int
 from dppca_dask.covariance.estimator import dp_covariance, parse_clip
 from dppca_dask.errors import BudgetError, InputError
-from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
 from dppca_dask.pca.scree import dp_scree
 from dppca_dask.pca.scree_controls import resolve_controls
 from dppca_dask.privacy.budget import PrivacyControl, privacy_control

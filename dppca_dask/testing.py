@@ -3,7 +3,7 @@
 ``RRNG(seed)`` reproduces ``set.seed(seed)`` followed by ``rnorm``/``rexp``/``runif`` draws of R
 (Mersenne-Twister, Inversion normals, Ahrens-Dieter exponentials) and VGAM's ``rlaplace``, plus
 ``integers`` (exactly uniform integers from the 32-bit stream, for the exact samplers). It
-satisfies the :class:`~dppca_dask.rng.Rng` protocol, so tests inject it as ``rng=`` to check the
+satisfies the :class:`~dppca_dask.privacy.rng.Rng` protocol, so tests inject it as ``rng=`` to check the
 package against numbers printed by the R package. Only tests import this module.
 """
 

@@ -31,7 +31,8 @@ from dask import delayed
 
 from dppca_dask import ClusterError, ConfigError, load_result
 from dppca_dask.cli import main
-from dppca_dask.graph.compute import compute, kendall_sum
+from dppca_dask.graph.compute import compute
+from dppca_dask.graph.kendall_units import kendall_sum
 from dppca_dask.io.data import as_data
 from dppca_dask.pipeline.cluster import _client_compute, _security, connect, describe_cluster
 from dppca_dask.pipeline.cluster_config import (

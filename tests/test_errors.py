@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from dppca_dask import clipped_control, dp_loading, dp_scree, privacy_control
+from dppca_dask import dp_loading, dp_scree, privacy_control
 from dppca_dask.errors import BudgetError, DPPCAError, Fix, InputError, ParameterError
 from dppca_dask.pipeline.wording import CliWording, cli_message
 

@@ -20,11 +20,8 @@ from dppca_dask.pipeline.config import PCAConfig, ScoreConfig
 from dppca_dask.privacy.audit import AUDITS, run_audit
 from dppca_dask.privacy.budget import PrivacyBudget, resolve_budget
 from dppca_dask.privacy.composition import compose, record_rho
-from dppca_dask.privacy.mechanisms import (
-    _project_to_total,
-    geometric_histogram,
-    geometric_histogram_scale,
-)
+from dppca_dask.privacy.mechanisms import geometric_histogram, geometric_histogram_scale
+from dppca_dask.privacy.mechanisms.histograms import _project_to_total
 from dppca_dask.privacy.plan import records_match
 
 ALPHA = 1e-6

@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 
 from dppca_dask.errors import ChunkingError, DuplicateObservationError, InputError
-from dppca_dask.graph import compute as graph_module
-from dppca_dask.graph.compute import compute, kendall_layout, kendall_sum, moments, use_compute
+from dppca_dask.graph import kendall_units as graph_module
+from dppca_dask.graph.compute import compute, use_compute
+from dppca_dask.graph.kendall_layout import kendall_layout
+from dppca_dask.graph.kendall_units import kendall_sum
+from dppca_dask.graph.moments import moments
 from dppca_dask.kernels.kendall import tile_reference
 
 

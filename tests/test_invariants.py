@@ -128,7 +128,7 @@ def test_pace_ggm_control__by_hand_validates(kwargs, name):
 ])
 def test_sampling_control__by_hand_validates(kwargs, name):
     from dppca_dask import sampling_control
-    from dppca_dask.pca.sampling import SamplingControl
+    from dppca_dask.results.sampling import SamplingControl
 
     with pytest.raises(ParameterError, match=f"{name}.? parameter of SamplingControl"):
         SamplingControl(**kwargs)

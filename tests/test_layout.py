@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "dppca_dask"
 
 DRAWS = {"normal", "laplace", "gumbel", "exponential", "integers", "random", "choice",
@@ -12,7 +14,7 @@ DRAWS = {"normal", "laplace", "gumbel", "exponential", "integers", "random", "ch
          "binomial", "poisson"}
 # Outside privacy/, only these draw random numbers, and none of them for privacy: synthetic
 # samples from released histograms (post-processing), the demo data, the R RNG emulator.
-POST_PROCESSING_SAMPLERS = {"pca/sampling.py", "io/datasets.py", "testing.py"}
+POST_PROCESSING_SAMPLERS = {"results/sampling.py", "io/datasets.py", "testing.py"}
 
 
 def _modules() -> list[Path]:
@@ -36,9 +38,10 @@ def test_layout__noise_is_drawn_only_under_privacy():
 
 
 def test_layout__the_scan_sees_the_draws_it_allows():
-    # The scan must be able to fail: it finds the mechanisms' own draws, and every module on the
-    # allow list really draws (a stale entry would hide a new sampler under that name).
-    assert _draw_calls(PACKAGE / "privacy" / "mechanisms.py")
+    # The scan must be able to fail: it finds the mechanisms' own draws (the searches' exponential
+    # draws; the other families draw through exact_noise), and every module on the allow list
+    # really draws (a stale entry would hide a new sampler under that name).
+    assert _draw_calls(PACKAGE / "privacy" / "mechanisms" / "search.py")
     assert _draw_calls(PACKAGE / "privacy" / "exact_noise.py")
     assert all(_draw_calls(PACKAGE / p) for p in POST_PROCESSING_SAMPLERS)
 
@@ -80,6 +83,116 @@ def test_layout__no_import_cycles():
         if name not in state:
             visit(name, [name])
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+# The documented layering (docs/HELPERS.md "Layout and layering"): a module imports only from its
+# own layer and the layers before it. A layer names the first part of the module path below
+# dppca_dask ("" is the curated namespace dppca_dask/__init__.py); a top-level module or package
+# in no layer fails the check until it is placed here and in the document.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "_validation", "_rformat", "_typing", "_version", "testing"),  # top-level helpers
+    ("privacy",),
+    ("kernels",),
+    ("graph",),
+    ("io",),
+    ("results",),
+    ("pca",),
+    ("covariance",),
+    ("plots", "report"),
+    ("pipeline",),
+    ("", "sklearn", "app"),
+    ("cli",),
+)
+# Upward imports kept on purpose: at most two, each a function-level (lazy) import, with its reason.
+UPWARD_EXCEPTIONS = {
+    ("dppca_dask.privacy.audit.kendall", "dppca_dask.pca.loading"):
+        "the audit of dp_loading's release takes the Kendall matrices of real neighbouring data and "
+        "their tight sensitivity from pca.loading (spherical_kendall, kendall_sensitivity), as the "
+        "estimator computes them",
+    ("dppca_dask.privacy.quantiles", "dppca_dask.kernels.counts"):
+        "durfee_upper/durfee_quantile, the in-memory conveniences, count their values with the "
+        "data-side kernel; the count-based searches that the estimators run import no kernel",
+}
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    head = parts[1] if len(parts) > 1 else ""
+    for index, layer in enumerate(LAYERS):
+        if head in layer:
+            return index
+    raise AssertionError(f"{module} is in no layer: place it in LAYERS and in docs/HELPERS.md")
+
+
+def _upward_imports(root: Path = PACKAGE) -> list[tuple[str, str, int, bool]]:
+    """(importer, imported, line, lazy) for every import of a module of a later layer, module-level
+    and function-level (lazy = inside a function) alike."""
+    def name(path: Path) -> str:
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    paths = {name(p): p for p in root.rglob("*.py") if "__pycache__" not in p.parts}
+    found = []
+    for importer, path in sorted(paths.items()):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        lazy = {id(node) for fn in ast.walk(tree)
+                if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+                for node in ast.walk(fn)}
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dppca_dask"):
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in paths
+                           else node.module for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for imported in dict.fromkeys(t for t in targets if t in paths):
+                if _layer(imported) > _layer(importer):
+                    found.append((importer, imported, node.lineno, id(node) in lazy))
+    return sorted(found, key=lambda edge: (edge[0], edge[2]))
+
+
+def test_layout__imports_go_down_the_layers():
+    found = _upward_imports()
+    unexpected = [f"{a}:{line} imports {b} (a later layer{', lazily' if lazy else ''})"
+                  for a, b, line, lazy in found if (a, b) not in UPWARD_EXCEPTIONS]
+    assert not unexpected, "upward imports (docs/HELPERS.md layering):\n" + "\n".join(unexpected)
+    assert all(lazy for *_, lazy in found), "an upward exception must stay a function-level import"
+    assert {(a, b) for a, b, *_ in found} == set(UPWARD_EXCEPTIONS)  # no stale exception
+    assert len(UPWARD_EXCEPTIONS) <= 2 and all(UPWARD_EXCEPTIONS.values())
+
+
+def test_layout__the_direction_check_can_fail(tmp_path):
+    # A copy of two modules with a bad import each: module-level and lazy, both found.
+    root = tmp_path / "dppca_dask"
+    for module in ("kernels/counts.py", "pca/loading.py", "privacy/probe.py", "io/data.py"):
+        (root / module).parent.mkdir(parents=True, exist_ok=True)
+        (root / module).write_text("")
+    (root / "kernels" / "counts.py").write_text("from dppca_dask.pca.loading import dp_loading\n")
+    (root / "privacy" / "probe.py").write_text(
+        "def f():\n    from dppca_dask.io import data\n\n\nfrom dppca_dask.kernels import counts\n")
+    assert _upward_imports(root) == [
+        ("dppca_dask.kernels.counts", "dppca_dask.pca.loading", 1, False),
+        ("dppca_dask.privacy.probe", "dppca_dask.io.data", 2, True),
+        ("dppca_dask.privacy.probe", "dppca_dask.kernels.counts", 5, False),
+    ]
+    (root / "newpackage").mkdir()
+    (root / "newpackage" / "mod.py").write_text("from dppca_dask.pca import loading\n")
+    with pytest.raises(AssertionError, match="dppca_dask.newpackage.mod is in no layer"):
+        _upward_imports(root)
+
+
+def test_layout__every_result_plot_finds_its_function():
+    # The inversion that keeps results/ below plots/: each plots module registers its function
+    # (results/plotters.py) and importing the package loads them all.
+    from dppca_dask.results.base import Result
+    from dppca_dask.results.plotters import plotter, registered_kinds
+
+    def subclasses(cls: type) -> list[type]:
+        return [c for sub in cls.__subclasses__() for c in (sub, *subclasses(sub))]
+
+    kinds = {cls.kind for cls in subclasses(Result) if cls.kind and "plot" in vars(cls)}
+    assert kinds == set(registered_kinds()) == {"covariance", "loading", "pca", "score", "scree"}
+    assert all(plotter(kind).__module__ == f"dppca_dask.plots.{kind}" for kind in kinds)
 
 
 def _private_imports(root: Path = PACKAGE) -> list[str]:

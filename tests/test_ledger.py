@@ -136,7 +136,7 @@ def test_run__failure_in_the_fit_after_a_draw_stays_spent(tmp_path, run_config, 
     seen = {}
 
     def fit(config, source, budget, state):
-        from dppca_dask.rng import as_rng
+        from dppca_dask.privacy.rng import as_rng
 
         seen["generator"] = state.generator
         assert as_rng(state.generator).generator is state.generator  # still an Rng
@@ -164,7 +164,7 @@ def test_run__failure_before_any_draw_is_refunded(tmp_path, run_config, monkeypa
     _, data = run_config
 
     def fit(config, source, budget, state):
-        from dppca_dask.rng import Rng
+        from dppca_dask.privacy.rng import Rng
 
         assert isinstance(state.generator, Rng)  # checks are not draws
         raise ValueError("failed before noise")
@@ -179,7 +179,7 @@ def test_run__failure_before_any_draw_is_refunded(tmp_path, run_config, monkeypa
 
 def test_draw_tracker__transparent_and_notes_any_draw():
     from dppca_dask.privacy.draws import DrawTracker
-    from dppca_dask.rng import Rng, as_rng
+    from dppca_dask.privacy.rng import Rng, as_rng
     from dppca_dask.testing import RRNG
 
     for make in (lambda: np.random.default_rng(3), lambda: RRNG(3)):

@@ -50,7 +50,7 @@ from dppca_dask.pipeline.runner import (
     post_processing_generator,
     write_release,
 )
-from dppca_dask.rng import RngState, as_rng
+from dppca_dask.privacy.rng import RngState, as_rng
 from tests.helpers import figures_not_rendered
 
 N, P = 240, 4

@@ -9,10 +9,10 @@ from matplotlib.colors import to_hex
 
 from dppca_dask import privacy_control
 from dppca_dask.errors import ParameterError
-from dppca_dask.pca.sampling import sampling_control
 from dppca_dask.pca.score import dp_score
 from dppca_dask.plots._style import group_colors, hcl_palette
 from dppca_dask.plots.score import ScorePlot, plot_score, score_plot_control
+from dppca_dask.results.sampling import sampling_control
 
 matplotlib.use("Agg")  # the plots build Figures without pyplot; no GUI backend either way
 

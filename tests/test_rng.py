@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from dppca_dask.privacy.csprng import CryptoRng, mul64
-from dppca_dask.rng import Rng, as_rng
+from dppca_dask.privacy.rng import Rng, as_rng
 
 ALPHA = 1e-6
 

@@ -10,14 +10,14 @@ from scipy import stats
 from dppca_dask import privacy_control
 from dppca_dask.errors import InputError, ParameterError
 from dppca_dask.kernels.scores import bin_index
-from dppca_dask.pca.sampling import (
+from dppca_dask.pca.score import dp_score
+from dppca_dask.results.sampling import (
     SamplingControl,
     allocate_sizes,
     as_sampling_control,
     sample_histogram,
     sampling_control,
 )
-from dppca_dask.pca.score import dp_score
 from dppca_dask.testing import RRNG
 
 ALPHA = 1e-6

@@ -38,7 +38,7 @@ from dppca_dask.pca.postprocess import (
 from dppca_dask.pca.scree import fit_scree
 from dppca_dask.pca.scree_methods import huber_defaults
 from dppca_dask.privacy.budget import resolve_budget
-from dppca_dask.rng import as_rng
+from dppca_dask.privacy.rng import as_rng
 from dppca_dask.testing import RRNG
 from tests import _scree_reference as ref
 

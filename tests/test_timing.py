@@ -28,7 +28,7 @@ from scipy import stats
 
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.mechanisms import gaussian_release, laplace_release
-from dppca_dask.rng import as_rng
+from dppca_dask.privacy.rng import as_rng
 
 N = 16000
 Z = 4.89  # two-sided normal quantile at 1e-6

@@ -64,9 +64,9 @@ from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.mechanisms import gaussian_zcdp, gaussian_zcdp_symmetric
 from dppca_dask.privacy.plan import ADAPTIVE, Plan, planned
+from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
 from dppca_dask.results.covariance import CovarianceResult, build_covariance_result
-from dppca_dask.rng import RngState, as_rng
 
 __all__ = [
     "CLIPS",

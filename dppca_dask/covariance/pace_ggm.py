@@ -270,7 +270,7 @@ def run_pace_ggm(
 ) -> PaceGGMFit:
     """PACE-GGM on the exact normalised statistic ``sigma`` = Σ(X̃) (driver only).
 
-    ``rng`` is a Generator (or :class:`~dppca_dask.rng.Rng`); ``n`` is public. ``mean`` (the
+    ``rng`` is a Generator (or :class:`~dppca_dask.privacy.rng.Rng`); ``n`` is public. ``mean`` (the
     column means of X̃) is needed only with ``control.mean == "measure"``, where the algorithm
     works on the second moment of (1, x̃): index 0 is the public constant (its entry is exactly 1,
     known without noise), row 0 holds the means. ``clip``: how the data were clipped (``"box"``:

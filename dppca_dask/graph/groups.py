@@ -21,7 +21,7 @@ import pandas as pd
 from dask.delayed import Delayed, delayed
 
 from dppca_dask.errors import InputError
-from dppca_dask.graph.compute import DEFAULT_SPLIT_EVERY, tree_reduce
+from dppca_dask.graph.reduce import DEFAULT_SPLIT_EVERY, tree_reduce
 
 __all__ = ["grouped_block_sum", "label_strings"]
 

@@ -2,7 +2,7 @@
 
 A worker task of the package holds one of two things at its peak:
 
-* a Kendall work unit (:meth:`~dppca_dask.graph.compute.KendallLayout.worker_memory_estimate`:
+* a Kendall work unit (:meth:`~dppca_dask.graph.kendall_layout.KendallLayout.worker_memory_estimate`:
   two row blocks, the kernel's panel and temporaries, its p×p partial sums);
 * a row-block task of the O(n·p) passes (scores, clipped sums, counts, moments, the covariance's
   XᵀX): its input chunk as float64, :data:`ROW_TASK_COPIES` copies of it (the stored chunk, the

@@ -15,7 +15,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed, delayed
 
-from dppca_dask.graph.compute import DEFAULT_SPLIT_EVERY, tree_reduce
+from dppca_dask.graph.reduce import DEFAULT_SPLIT_EVERY, tree_reduce
 
 __all__ = ["row_block_sum", "row_blocks"]
 

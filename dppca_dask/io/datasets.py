@@ -20,7 +20,7 @@ import pandas as pd
 from dppca_dask._validation import parse_int
 from dppca_dask.io.convert import write_frames
 from dppca_dask.io.data import default_chunk_rows
-from dppca_dask.rng import as_rng
+from dppca_dask.privacy.rng import as_rng
 
 __all__ = ["GAU_MEANS", "GAU_SCALES", "make_gau", "write_demo_dataset"]
 
@@ -46,7 +46,7 @@ def make_gau(n_per_group: int = 1000, *, rng: Any = 0) -> pd.DataFrame:
     n_per_group
         Rows per group (R's ``gau`` has 1000).
     rng
-        Seed or generator for the synthetic data (see :func:`dppca_dask.rng.as_rng`).
+        Seed or generator for the synthetic data (see :func:`dppca_dask.privacy.rng.as_rng`).
 
     Returns
     -------

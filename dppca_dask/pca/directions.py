@@ -21,8 +21,8 @@ from dppca_dask.pca.loading import loading_records, release_loading
 from dppca_dask.pca.options import Setup
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
+from dppca_dask.privacy.rng import RngState
 from dppca_dask.results.base import LoadingResult
-from dppca_dask.rng import RngState
 
 __all__ = ["SHARED", "Directions", "DirectionsLike", "directions_records", "parse_v_dp", "prior_record", "release_directions"]
 

@@ -25,7 +25,7 @@ c_x, c_y, S_x, Q_x, S_y, Q_y; legacy: median x, median y, radius.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import dask.array as da
@@ -46,6 +46,7 @@ from dppca_dask.privacy.quantiles import (
     upper_from_counts,
     upper_grid,
 )
+from dppca_dask.results.frame import INFLATE, Frame
 
 __all__ = [
     "CAPPED_COARSE",
@@ -70,7 +71,6 @@ __all__ = [
 ]
 
 FRAME_METHODS = ("durfee", "capped", "smooth")
-INFLATE = 0.20
 RADIUS_QUANTILE = 0.995
 SMOOTH_RADIUS_QUANTILE = 0.99
 _AXES = ("x", "y")
@@ -86,33 +86,6 @@ CAPPED_COARSE = 20
 """The scale search uses every 20th grid point (:func:`coarse_indices`)."""
 CAPPED_SHARES = {"centre": 0.10, "scale": 0.12, "radius": 0.28}
 """Per-axis shares of the frame ε (two axes: they sum to 1/2)."""
-
-
-@dataclass(frozen=True)
-class Frame:
-    """A released frame: per-axis centre and radius; limits are centre ± (1 + inflate)·radius.
-
-    ``scale``: the capped frame's private S per axis (its radius lies in [S, U·S]); kept on the
-    driver for checks, not written to results.
-    """
-
-    method: str
-    center: tuple[float, float]
-    radius: tuple[float, float]
-    inflate: float = INFLATE
-    scale: tuple[float, float] | None = None
-
-    def limits(self, axis: int) -> tuple[float, float]:
-        half = (1.0 + self.inflate) * self.radius[axis]
-        return (self.center[axis] - half, self.center[axis] + half)
-
-    @property
-    def xlim(self) -> tuple[float, float]:
-        return self.limits(0)
-
-    @property
-    def ylim(self) -> tuple[float, float]:
-        return self.limits(1)
 
 
 def _check_radius(radius: float, axis: str | None, lims: tuple[float, float]) -> None:

@@ -10,10 +10,10 @@ Follows ``docs/spec/seeds/dp_loading.txt`` and docs/spec/SPEC_dppca.md §4. Stag
    noisy eigenvalues (post-processing).
 
 ``pairs="blocks"`` replaces the O(n²) U-statistic by the incomplete U-statistic over the pairs
-within consecutive groups of at most ``pair_block`` rows (:func:`~dppca_dask.graph.compute.
-pair_groups`; the rule looks at n only): O(n·b·p) work, sensitivity 2·max_g(b_g − 1)/P with P
-the number of within-group pairs (= 4/n for equal groups); derivation in
-docs/design/kendall_blocks_sensitivity.md.
+within consecutive groups of at most ``pair_block`` rows
+(:func:`~dppca_dask.graph.kendall_layout.pair_groups`; the rule looks at n only): O(n·b·p) work,
+sensitivity 2·max_g(b_g − 1)/P with P the number of within-group pairs (= 4/n for equal groups);
+derivation in docs/design/kendall_blocks_sensitivity.md.
 """
 
 from __future__ import annotations
@@ -27,13 +27,10 @@ import xarray as xr
 from dppca_dask._typing import Calibration, DataLike, Pairs, PairsOption, RngLike, Sensitivity
 from dppca_dask._validation import parse_bool
 from dppca_dask.errors import InputError
-from dppca_dask.graph.compute import (
-    DEFAULT_PAIR_BLOCK,
-    kendall_sum,
-    moments,
-    pair_groups,
-)
+from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK, pair_groups
+from dppca_dask.graph.kendall_units import kendall_sum
 from dppca_dask.graph.memory import check_matrix_memory
+from dppca_dask.graph.moments import moments
 from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.options import (
@@ -51,8 +48,8 @@ from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.mechanisms import gaussian_calibration, gaussian_symmetric_matrix
 from dppca_dask.privacy.plan import Plan, planned
+from dppca_dask.privacy.rng import as_rng
 from dppca_dask.results.base import LoadingResult, Part, build_loading_result
-from dppca_dask.rng import as_rng
 
 __all__ = [
     "AUTO_MAX_WORK",
@@ -84,7 +81,7 @@ def kendall_sensitivity(
     bound multiplies them by 1/√2.
 
     ``pairs="all"``: 4/n (seed; SPEC §4.3). ``pairs="blocks"``: 2·max_g(b_g − 1)/P over the
-    groups of :func:`~dppca_dask.graph.compute.pair_groups`, P = Σ_g b_g(b_g − 1)/2; one row
+    groups of :func:`~dppca_dask.graph.kendall_layout.pair_groups`, P = Σ_g b_g(b_g − 1)/2; one row
     moves only the b_g − 1 pair terms of its group, each by at most 2 in Frobenius norm. Equals
     4/n when the groups are equal and is never below it (docs/design/
     docs/design/kendall_blocks_sensitivity.md).
@@ -134,7 +131,8 @@ def spherical_kendall(
     cpp_option
         ``True`` (default): the tiled BLAS-3 kernel; ``False``: the plain reference kernel.
     block_rows
-        Rows per block of the tiling (default :data:`~dppca_dask.graph.compute.DEFAULT_BLOCK_ROWS`).
+        Rows per block of the tiling (default
+        :data:`~dppca_dask.graph.kendall_layout.DEFAULT_BLOCK_ROWS`).
     pairs
         ``"all"`` (default): every pair. ``"blocks"``: only the pairs within consecutive groups of
         at most ``pair_block`` rows (an incomplete U-statistic, linear in n; it also has trace 1).

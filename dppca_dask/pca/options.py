@@ -41,7 +41,7 @@ from dppca_dask._validation import (
     parse_int,
 )
 from dppca_dask.errors import InputError, ParameterError
-from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
 from dppca_dask.pca.frame import FRAME_METHODS
 from dppca_dask.pca.histograms import check_cells, default_bins, parse_bins
 from dppca_dask.pca.histograms import parse_methods as parse_score_methods

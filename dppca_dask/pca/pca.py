@@ -52,7 +52,7 @@ from dppca_dask._typing import (
     ScreeMethod,
     Sensitivity,
 )
-from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
 from dppca_dask.graph.rounds import gather, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
@@ -79,9 +79,9 @@ from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import LoadingResult, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.pca import PCAResult, build_pca_result
-from dppca_dask.rng import RngState, as_rng
 
 __all__ = ["dp_pca", "expected_reads", "plan_pca"]
 

@@ -36,8 +36,8 @@ from dppca_dask._typing import (
     ScoreMethod,
     Sensitivity,
 )
-from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK
 from dppca_dask.graph.groups import label_strings
+from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
 from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.directions import (
@@ -68,9 +68,9 @@ from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
 from dppca_dask.privacy.mechanisms import geometric_histogram_scale, histogram_noise_sigma
 from dppca_dask.privacy.plan import Plan, planned
+from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Part, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.score import ScoreResult
-from dppca_dask.rng import RngState, as_rng
 
 __all__ = [
     "FRAME_SHARE",

@@ -36,7 +36,8 @@ from dppca_dask._typing import (
     ScreeMethod,
     Sensitivity,
 )
-from dppca_dask.graph.compute import DEFAULT_PAIR_BLOCK, moments
+from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.moments import moments
 from dppca_dask.graph.rounds import Stage, chain, counted, gather, once, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
@@ -71,9 +72,9 @@ from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Part
 from dppca_dask.results.scree import ScreeResult, build_scree_result
-from dppca_dask.rng import RngState, as_rng
 
 __all__ = [
     "DEFAULT_MAX_K",

@@ -69,8 +69,8 @@ from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.privacy.draws import DrawTracker
 from dppca_dask.privacy.guarantees import guarantee_warnings
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Result, guarantee_of, write_atomically
-from dppca_dask.rng import RngState, as_rng
 
 __all__ = ["DrawTracker", "RunOutcome", "RunPlan", "execute", "plan_run",
            "post_processing_generator", "summary_text", "write_release"]

@@ -21,6 +21,7 @@ import numpy as np
 
 from dppca_dask._validation import bad_param
 from dppca_dask.plots._style import SavedFigure, caption_line, figure, footer
+from dppca_dask.results.plotters import register_plot
 
 __all__ = ["COVARIANCE_PANELS", "CovariancePlot", "plot_covariance"]
 
@@ -124,3 +125,6 @@ def plot_covariance(fit: Any, *, panels: str | Sequence[str] = COVARIANCE_PANELS
         "rho": meta["ledger_total"].get("rho")}})
     footer(fig, f"{caption} · method {meta['method']} · p = {p} variables")
     return CovariancePlot(fit, fig, axes)
+
+
+register_plot("covariance", plot_covariance)  # the covariance results' .plot()

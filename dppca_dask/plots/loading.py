@@ -27,6 +27,7 @@ import pandas as pd
 
 from dppca_dask._validation import bad_param, parse_axes
 from dppca_dask.plots._style import SavedFigure, caption_line, footer, keep_inside
+from dppca_dask.results.plotters import register_plot
 
 __all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "plot_loading", "repel_labels"]
 
@@ -450,3 +451,6 @@ def plot_loading(
     fig.draw_without_rendering()
     keep_inside(fig, [t for k in scatter for t in out_axes[k]._dppca_labels])
     return LoadingPlot(fit, fig, out_axes, data)
+
+
+register_plot("loading", plot_loading)  # the loading results' .plot()

@@ -30,7 +30,6 @@ import pandas as pd
 
 from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param
-from dppca_dask.pca.sampling import SamplingLike
 from dppca_dask.plots._style import (
     MECHANISM_NAMES,
     SavedFigure,
@@ -43,6 +42,8 @@ from dppca_dask.plots._style import (
     style_panel,
     wrap_title,
 )
+from dppca_dask.results.plotters import register_plot
+from dppca_dask.results.sampling import SamplingLike
 
 __all__ = ["BIPLOT_SCALE", "PCA_PANELS", "PCAPlot", "biplot_arrows", "plot_pca"]
 
@@ -237,7 +238,7 @@ def plot_pca(
     >>> sorted(out.axes), len(out.samples["add"]), list(out.arrows["add"]["variable"])
     (['biplot', 'score'], 300, ['X1', 'X2', 'X3'])
     """
-    from dppca_dask.pca.sampling import as_sampling_control
+    from dppca_dask.results.sampling import as_sampling_control
 
     if getattr(fit, "kind", None) != "pca":  # duck-typed: plots do not import result types
         raise bad_param("fit", "plot_pca", "a PCAResult from dp_pca()", type(fit).__name__)
@@ -362,3 +363,6 @@ def plot_pca(
     fig.draw_without_rendering()
     keep_inside(fig, [t for group in labels for t in group])
     return PCAPlot(fit, fig, axes, samples, arrows, colors)
+
+
+register_plot("pca", plot_pca)  # the pca results' .plot()

@@ -31,7 +31,6 @@ import pandas as pd
 
 from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param, parse_real
-from dppca_dask.pca.sampling import SamplingLike
 from dppca_dask.plots._style import (
     MECHANISM_NAMES,
     SavedFigure,
@@ -44,6 +43,8 @@ from dppca_dask.plots._style import (
     style_panel,
     wrap_title,
 )
+from dppca_dask.results.plotters import register_plot
+from dppca_dask.results.sampling import SamplingLike
 
 __all__ = ["PRIVATE_PLOTS", "ScorePlot", "ScorePlotControl", "plot_score", "score_plot_control"]
 
@@ -290,7 +291,7 @@ def plot_score(
         ctl = score_plot_control(**control)
     else:
         raise bad_param("control", owner, "a ScorePlotControl or a dict of its options", control)
-    from dppca_dask.pca.sampling import as_sampling_control
+    from dppca_dask.results.sampling import as_sampling_control
 
     sampler = as_sampling_control(sampling, owner)
     stored = fit.nonprivate_probability is not None
@@ -401,3 +402,6 @@ _MAX_COLUMNS = 5
 def _sample_name(target: str) -> str:
     name = MECHANISM_NAMES[target]
     return f"{name} (not private)" if target == "nonprivate" else name
+
+
+register_plot("score", plot_score)  # the score results' .plot()

@@ -21,6 +21,7 @@ import numpy as np
 
 from dppca_dask._validation import bad_param, parse_real
 from dppca_dask.errors import ParameterError
+from dppca_dask.results.plotters import register_plot
 
 __all__ = ["SERIES", "ScreePlotControl", "plot_scree", "scree_plot_control", "scree_ylim"]
 
@@ -212,3 +213,6 @@ def plot_scree(fit: Any, *, type: str = "pve", control: Any = None, ax: Any = No
 
 
 _NOTE = "Shows the non-private reference: this figure is not a private release."
+
+
+register_plot("scree", plot_scree)  # the scree results' .plot()

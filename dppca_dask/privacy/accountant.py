@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 from dppca_dask.privacy.draws import DrawTracker
 from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.plan import Plan
-from dppca_dask.rng import RngState
+from dppca_dask.privacy.rng import RngState
 
 __all__ = ["Accountant", "Policy", "account", "add_policy", "current_accountant",
            "using_accountant"]

@@ -1,6 +1,6 @@
 """The default noise generator: the operating system's CSPRNG, read in buffered blocks.
 
-:class:`CryptoRng` implements the :class:`~dppca_dask.rng.Rng` protocol on bytes from
+:class:`CryptoRng` implements the :class:`~dppca_dask.privacy.rng.Rng` protocol on bytes from
 :func:`os.urandom` (``getrandom(2)`` on Linux: the kernel's ChaCha20 CSPRNG), so a release made
 with ``rng=None`` draws every bit of its noise from a cryptographically secure generator, as
 OpenDP's and Google's DP libraries do -- not from a statistical PRNG such as PCG64, whose state
@@ -15,7 +15,7 @@ could in principle be recovered from its outputs.
 Bytes are read 256 KiB at a time (one system call per ~32 000 words); the buffer is dropped after
 a ``fork`` (a child never reuses its parent's bytes) and guarded by a lock. It has no seed and no
 state to save: it cannot be reproduced, which is the point (seeded generators stay available for
-tests and demos, :func:`dppca_dask.rng.as_rng`).
+tests and demos, :func:`dppca_dask.privacy.rng.as_rng`).
 """
 
 from __future__ import annotations

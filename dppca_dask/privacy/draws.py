@@ -62,7 +62,7 @@ def DrawTracker(generator: Any) -> Any:  # a class factory, named like the class
     """A transparent proxy of ``generator`` whose ``drawn`` notes the first draw of any kind.
 
     Every public method or attribute of the generator's type is mirrored on the proxy's class
-    (so it satisfies :class:`dppca_dask.rng.Rng` and :func:`~dppca_dask.rng.as_rng`'s checks,
+    (so it satisfies :class:`dppca_dask.privacy.rng.Rng` and :func:`~dppca_dask.privacy.rng.as_rng`'s checks,
     and ``isinstance`` against the generator's type); calling or reading any of them -- normal,
     laplace, integers, bit_generator, spawn, ... -- counts as a draw.
 

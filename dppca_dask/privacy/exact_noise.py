@@ -1,7 +1,7 @@
 """Exact discrete noise samplers (integer arithmetic only; Canonne, Kamath & Steinke 2020).
 
 Every sampler here is driven by uniformly random integers from ``rng.integers`` (the
-:class:`~dppca_dask.rng.Rng` protocol) and uses only integer and rational arithmetic (Python
+:class:`~dppca_dask.privacy.rng.Rng` protocol) and uses only integer and rational arithmetic (Python
 ints, :class:`fractions.Fraction`, NumPy int64/uint64 where every operand provably fits), so
 the distribution of each output is *exactly* the stated one -- no floating-point number is
 ever formed on the way to a sample:

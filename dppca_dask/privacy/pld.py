@@ -17,7 +17,7 @@ are well ordered under composition, such as Gaussian DP, admit such filters). So
 use it; :meth:`~dppca_dask.privacy.composition.Composition.pld_eps` states it.
 
 The mappings (record -> hybrid mechanism -> dominating pair), each sound for the mechanism as
-``mechanisms.py`` implements it:
+``privacy/mechanisms/`` implements it:
 
 * **lattice Gaussians** (``gaussian``, ``gaussian_symmetric_matrix``, ``gaussian_zcdp``,
   ``gaussian_zcdp_symmetric`` with ``draws`` stated; :func:`~dppca_dask.privacy.gdp.

@@ -25,10 +25,9 @@ import numpy as np
 
 from dppca_dask._validation import bad_param, parse_int, parse_real
 from dppca_dask.errors import InputError
-from dppca_dask.kernels.counts import count_below, signed_count_below
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.mechanisms import above_threshold
-from dppca_dask.rng import as_rng
+from dppca_dask.privacy.rng import as_rng
 
 __all__ = [
     "DEFAULT_BETA",
@@ -185,6 +184,10 @@ def durfee_upper(
         raise InputError(LOWER_BOUND_MESSAGE)
     grid = upper_grid(beta, max_steps, lower)
     state = as_rng(rng, owner=owner)
+    # Lazy, upward (privacy -> kernels): the one data-side count of the in-memory convenience;
+    # a documented exception of tests/test_layout.py (the count-based searches need no kernel).
+    from dppca_dask.kernels.counts import count_below
+
     return upper_from_counts(count_below(values, grid), grid, n=values.size, q=q, eps=eps,
                              rng=state.generator, component=component)
 
@@ -212,6 +215,8 @@ def durfee_quantile(
     q, eps, beta, max_steps = validate_durfee(q, eps, beta, max_steps, owner)
     values = _values(x, owner)
     grid = upper_grid(beta, max_steps)
+    from dppca_dask.kernels.counts import signed_count_below  # lazy, upward: as in durfee_upper
+
     pos, neg = signed_count_below(values, grid, beta)
     state = as_rng(rng, owner=owner)
     if not isinstance(component, str):

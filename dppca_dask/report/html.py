@@ -253,16 +253,12 @@ def _ledger_check(meta: Mapping[str, Any], alloc: Mapping[str, Any], spent: Mapp
 
 
 def _config_section(config: Any) -> Section:
-    """The resolved config without a seed, less the option sections of the other tasks (the
-    run's config.yaml keeps them all)."""
+    """The resolved config without a seed and without the option sections of the other tasks:
+    ``config.to_dict()`` (:meth:`~dppca_dask.pipeline.config.RunConfig.to_dict`) leaves both out,
+    so the report needs nothing from the pipeline (it sits below it)."""
     import yaml
 
-    from dppca_dask.pipeline.config import TASKS
-
     data = config.to_dict()
-    for name in TASKS:
-        if name != data.get("task"):
-            data.pop(name, None)
     text = "# dppca_dask resolved run config (seed never recorded)\n" + yaml.safe_dump(
         data, sort_keys=False)
     return Section("Resolved config", pre(text) + "<p class=note>An rng seed, if one was "

@@ -37,6 +37,7 @@ from dppca_dask.privacy.accounting import (
 )
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.zcdp import ZCDPPlan
+from dppca_dask.results.plotters import plotter
 
 __all__ = [
     "LoadingResult",
@@ -309,10 +310,8 @@ class LoadingResult(Result):
     ) -> Any:
         """Vector, point and heatmap panels (SPEC §9.3); see
         :func:`dppca_dask.plots.loading.plot_loading`."""
-        from dppca_dask.plots.loading import plot_loading
-
-        return plot_loading(self, type=type, heatmap_components=heatmap_components,
-                            variables=variables, axes=axes)
+        return plotter("loading")(self, type=type, heatmap_components=heatmap_components,
+                                  variables=variables, axes=axes)
 
     def __repr__(self) -> str:
         meta = self.metadata

@@ -32,6 +32,7 @@ import xarray as xr
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.privacy.zcdp import ZCDPPlan, ledger_rho, zcdp_eps
 from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
+from dppca_dask.results.plotters import plotter
 
 __all__ = ["CovarianceResult", "CovarianceSummary", "build_covariance_result"]
 
@@ -98,9 +99,7 @@ class CovarianceResult(Result):
     def plot(self, panels: Any = ("covariance", "correlation", "weights")) -> Any:
         """Heatmaps of the released covariance, its correlation and the measured entries with
         their weights; see :func:`dppca_dask.plots.covariance.plot_covariance`."""
-        from dppca_dask.plots.covariance import plot_covariance
-
-        return plot_covariance(self, panels=panels)
+        return plotter("covariance")(self, panels=panels)
 
     def summary(self) -> CovarianceSummary:
         """Summarise the release without recomputing anything or spending budget."""

@@ -37,6 +37,7 @@ from dppca_dask.results.base import (
     rename_legacy,
     write_atomically,
 )
+from dppca_dask.results.plotters import plotter
 from dppca_dask.results.score import ScoreResult, histogram_split_text
 from dppca_dask.results.scree import ScreeResult
 from dppca_dask.results.scree_utility import released_noise_lines
@@ -135,10 +136,8 @@ class PCAResult(Result):
     def plot(self, panels: Any = ("score", "biplot"), sampling: Any = None, *,
              group_weights: str = "observed", control: Any = None, rng: Any = None) -> Any:
         """Score and biplot panels (SPEC §9.2); see :func:`dppca_dask.plots.pca.plot_pca`."""
-        from dppca_dask.plots.pca import plot_pca
-
-        return plot_pca(self, panels=panels, sampling=sampling, group_weights=group_weights,
-                        control=control, rng=rng)
+        return plotter("pca")(self, panels=panels, sampling=sampling,
+                              group_weights=group_weights, control=control, rng=rng)
 
     def summary(self) -> PCASummary:
         """Summarise the fit without recomputing anything or spending budget."""

@@ -31,10 +31,16 @@ import xarray as xr
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param, parse_choice
-from dppca_dask.pca.frame import Frame
-from dppca_dask.pca.sampling import SamplingLike, allocate_sizes, as_sampling_control, sample_cells
+from dppca_dask.privacy.rng import as_rng
 from dppca_dask.results.base import Result, budget_line
-from dppca_dask.rng import as_rng
+from dppca_dask.results.frame import Frame
+from dppca_dask.results.plotters import plotter
+from dppca_dask.results.sampling import (
+    SamplingLike,
+    allocate_sizes,
+    as_sampling_control,
+    sample_cells,
+)
 
 __all__ = ["GROUP_WEIGHTS", "ScoreResult", "ScoreSummary", "histogram_split_text"]
 
@@ -290,10 +296,8 @@ class ScoreResult(Result):
         rng: RngLike = None,
     ) -> Any:
         """Score plot panels (SPEC §9.1); see :func:`dppca_dask.plots.score.plot_score`."""
-        from dppca_dask.plots.score import plot_score
-
-        return plot_score(self, private_plot=private_plot, sampling=sampling,
-                          group_weights=group_weights, control=control, rng=rng)
+        return plotter("score")(self, private_plot=private_plot, sampling=sampling,
+                                group_weights=group_weights, control=control, rng=rng)
 
     def summary(self) -> ScoreSummary:
         """Summarise the fit without recomputing anything or spending budget."""

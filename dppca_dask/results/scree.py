@@ -31,6 +31,7 @@ from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
+from dppca_dask.results.plotters import plotter
 from dppca_dask.results.scree_utility import released_noise_lines
 
 __all__ = ["ScreeResult", "ScreeSummary", "build_scree_result"]
@@ -115,9 +116,7 @@ class ScreeResult(Result):
         With the non-private reference stored the figure shows it and is **not** a private
         release. See :func:`dppca_dask.plots.scree.plot_scree`.
         """
-        from dppca_dask.plots.scree import plot_scree
-
-        return plot_scree(self, type=type, control=control, ax=ax)
+        return plotter("scree")(self, type=type, control=control, ax=ax)
 
     def _head(self) -> list[str]:
         meta = self.metadata

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dppca_dask.graph.compute import kendall_layout
+from dppca_dask.graph.kendall_layout import kendall_layout
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pca.loading import fit_loading, loading_plan_of
 from dppca_dask.pca.options import LoadingOptions, Setup
@@ -47,8 +47,8 @@ from dppca_dask.pipeline.tasks.scree import (
 from dppca_dask.pipeline.tasks.wording import loading_line
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState
 from dppca_dask.results.base import Result
-from dppca_dask.rng import RngState
 
 __all__ = ["TASKS", "TaskSpec", "mib"]
 

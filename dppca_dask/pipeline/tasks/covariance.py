@@ -33,9 +33,9 @@ from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pipeline.config import CovarianceConfig, RunConfig
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState
 from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
 from dppca_dask.results.base import Result
-from dppca_dask.rng import RngState
 
 __all__ = ["CovarianceSetup", "covariance_fit", "covariance_noise", "covariance_outputs",
            "covariance_plan", "covariance_setup", "covariance_work"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dppca_dask.graph.compute import kendall_layout
+from dppca_dask.graph.kendall_layout import kendall_layout
 from dppca_dask.graph.memory import MATRIX_COPIES, MemoryPlan, row_task_bytes
 from dppca_dask.io.data import SourceInfo
 from dppca_dask.pipeline.config import RunConfig

@@ -23,7 +23,6 @@ import pandas as pd
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.io.data import SourceInfo
 from dppca_dask.pca.options import PCAOptions, Setup
-from dppca_dask.pca.sampling import SamplingControl, sampling_control
 from dppca_dask.pca.scree import scree_split
 from dppca_dask.pca.scree_methods import huber_defaults
 from dppca_dask.pca.scree_utility import noise_lines
@@ -33,8 +32,9 @@ from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines
 from dppca_dask.plots._style import save_figure
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState
 from dppca_dask.results.base import Result
-from dppca_dask.rng import RngState
+from dppca_dask.results.sampling import SamplingControl, sampling_control
 
 __all__ = ["pca_noise", "pca_outputs", "pca_setup", "pca_source", "pca_work"]
 

@@ -26,7 +26,6 @@ from dppca_dask.pca.histograms import (
     histogram_estimate,
 )
 from dppca_dask.pca.options import ScoreOptions, Setup
-from dppca_dask.pca.sampling import SamplingControl, sampling_control
 from dppca_dask.pca.score import score_split
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.wording import kendall_lines, loading_line
@@ -35,8 +34,9 @@ from dppca_dask.privacy.mechanisms import (
     stability_histogram_parameters,
 )
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState
 from dppca_dask.results.base import Result
-from dppca_dask.rng import RngState
+from dppca_dask.results.sampling import SamplingControl, sampling_control
 
 __all__ = ["histogram_line", "score_noise", "score_outputs", "score_setup", "score_source",
            "score_work"]

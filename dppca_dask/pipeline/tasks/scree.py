@@ -28,8 +28,8 @@ from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, loadi
 from dppca_dask.plots._style import save_figure
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
+from dppca_dask.privacy.rng import RngState
 from dppca_dask.results.base import LoadingResult, Result, load_result
-from dppca_dask.rng import RngState
 
 __all__ = ["scree_fit", "scree_noise", "scree_outputs", "scree_plan", "scree_setup", "scree_work"]
 

@@ -46,6 +46,8 @@ def audit_kendall_release(
     2√2/n; analytic calibration; statistic: the projection on their difference, in units of
     it; event S > 1.11 (one release per sample: about 0.5 ms each).
     """
+    # Lazy, upward (privacy -> pca): the audit checks the release on the Kendall matrices the
+    # estimator computes; a documented exception of tests/test_layout.py.
     from dppca_dask.pca.loading import kendall_sensitivity, spherical_kendall
     from dppca_dask.privacy.budget import PrivacyBudget
     from dppca_dask.privacy.mechanisms import gaussian_symmetric_matrix

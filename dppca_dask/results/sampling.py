@@ -29,7 +29,7 @@ from dppca_dask._rformat import format_r_named, format_r_scalar
 from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param, parse_int, parse_real
 from dppca_dask.errors import InputError
-from dppca_dask.rng import as_rng
+from dppca_dask.privacy.rng import as_rng
 
 __all__ = [
     "DEFAULT_BANDWIDTH",

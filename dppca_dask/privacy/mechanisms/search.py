@@ -1,0 +1,107 @@
+"""Selection mechanisms, which release an index rather than a noisy value:
+:func:`above_threshold` (Durfee's monotone AboveThreshold, the private quantile searches of
+:mod:`dppca_dask.privacy.quantiles`) and :func:`exponential_mechanism` (Gumbel-max, PACE-GGM's
+selection). Their noise is continuous (exponential draws), but only the index leaves the
+mechanism, never a noisy value."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from dppca_dask.privacy.accounting import SpendRecord
+from dppca_dask.privacy.mechanisms.release import Release
+
+__all__ = [
+    "above_threshold",
+    "exponential_mechanism",
+]
+
+
+def above_threshold(
+    counts: np.ndarray,
+    *,
+    threshold: float,
+    eps: float,
+    rng: Any,
+    component: str,
+    label: str = "",
+) -> Release:
+    """Durfee's monotone AboveThreshold on a non-decreasing count vector (pure ε-DP).
+
+    T̃ = threshold + Exp(rate ε/2); step i = 0, 1, … stops at the first i with
+    counts[i] + Exp(rate ε/2) ≥ T̃ (Durfee 2023, "Unbounded differentially private quantile and
+    maximum estimation", Alg. 2; docs/spec/SPEC_dppca.md §5.5b). Counts have sensitivity 1 under
+    replace-one adjacency and are monotone in i, so each step's comparison needs no further budget.
+    Draw order: one exponential for the threshold, then one per step tried (the record states
+    the public upper bound, one more than the grid length).
+
+    Returns a :class:`Release` whose value is ``(index, capped)``: the stopping index (0-based),
+    and whether the search ran off the end of the grid (then ``index`` is the last one).
+    """
+    scale = 2.0 / eps
+    noisy_threshold = threshold + float(rng.exponential(scale))
+    index, capped = len(counts) - 1, True
+    for i, count in enumerate(counts):
+        if float(count) + float(rng.exponential(scale)) >= noisy_threshold:
+            index, capped = i, False
+            break
+    record = SpendRecord(
+        component=component,
+        mechanism="durfee_above_threshold",
+        eps=eps,
+        delta=0.0,
+        sensitivity=1.0,
+        sensitivity_norm="count",
+        noise="exponential",
+        scale=scale,
+        draws=len(counts) + 1,  # the public upper bound: the steps tried follow the released index
+        note=label,
+    )
+    return Release((index, capped), record)
+
+
+def exponential_mechanism(
+    scores: np.ndarray,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    rng: Any,
+    component: str,
+    note: str = "",
+) -> Release:
+    """Exponential mechanism: index i with probability ∝ exp(ε·score_i/(2Δ)).
+
+    Implemented as Gumbel-max: argmax_i ε·score_i/(2Δ) + G_i with G_i = −log E_i, E_i ~ Exp(1)
+    (one ``rng.exponential`` call of ``len(scores)`` draws). ``sensitivity`` Δ bounds how much any
+    one score changes between neighbouring datasets. It is ε-DP and ε²/8-zCDP (Cesar & Rogers
+    2021); the record's ``rho`` is ε²/8 and its ``scale`` the Gumbel scale 2Δ/ε in score units.
+
+    Examples
+    --------
+    >>> rel = exponential_mechanism(np.array([0.0, 50.0, 0.0]), epsilon=1.0, sensitivity=1.0,
+    ...                             rng=np.random.default_rng(0), component="select")
+    >>> rel.value, rel.record.rho
+    (1, 0.125)
+    """
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    if scores.size == 0 or not np.isfinite(scores).all():
+        raise ValueError("The exponential mechanism needs a non-empty vector of finite scores.")
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"The exponential mechanism needs a positive finite epsilon. "
+                         f"Got {epsilon!r}.")
+    if not (sensitivity > 0 and math.isfinite(sensitivity)):
+        raise ValueError(f"The exponential mechanism needs a positive finite sensitivity. "
+                         f"Got {sensitivity!r}.")
+    draws = np.asarray(rng.exponential(1.0, size=scores.size), dtype=np.float64)
+    gumbel = -np.log(np.maximum(draws, np.finfo(np.float64).tiny))
+    index = int(np.argmax(epsilon * scores / (2.0 * sensitivity) + gumbel))
+    record = SpendRecord(
+        component=component, mechanism="exponential_mechanism", eps=0.0, delta=0.0,
+        sensitivity=sensitivity, sensitivity_norm="score", noise="gumbel",
+        scale=2.0 * sensitivity / epsilon, rho=epsilon * epsilon / 8.0, calibration="zcdp",
+        draws=int(scores.size), note=(f"epsilon = {epsilon!r} (pure DP). " + note).strip(),
+    )
+    return Release(index, record)
