@@ -20,7 +20,7 @@ import pandas as pd
 
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.io.data import SourceInfo
-from dppca_dask.pca.frame import CAPPED_SHARES, CAPPED_SPAN
+from dppca_dask.pca.frame import CAPPED_SPAN
 from dppca_dask.pca.histograms import (
     cell_limit,
     histogram_estimate,
@@ -75,7 +75,6 @@ def score_noise(cfg: RunConfig, setup: Setup, plan: BudgetPlan, release: Plan) -
     bins, methods = setup.m_bins, opts.score_methods
     assert bins is not None
     score = plan.spend("score")
-    smooth = opts.frame == "smooth"
     frame_budget, hist = score_split(score, opts.frame)
     frame_eps, frame_delta = frame_budget.eps, frame_budget.delta
     rule = " (default rule)" if opts.bins is None else ""
@@ -83,13 +82,7 @@ def score_noise(cfg: RunConfig, setup: Setup, plan: BudgetPlan, release: Plan) -
         loading_line(release, opts.calibration),
         f"  score: eps = {_r(score.eps)} ; delta = {_r(score.delta)}",
         f"    frame ({opts.frame}): eps = {_r(frame_eps)} ; delta = {_r(frame_delta)} -> "
-        + ("3 smooth-sensitivity quantiles" if smooth
-           else f"4 Durfee searches of eps {_r(frame_eps / 4)} each (pure DP)"
-           if opts.frame == "durfee"
-           else (f"8 Durfee searches (pure DP), per axis: the centre's two sides at eps "
-                 f"{_r(CAPPED_SHARES['centre'] / 2 * frame_eps)} each, the scale S at eps "
-                 f"{_r(CAPPED_SHARES['scale'] * frame_eps)}, the radius in [S, "
-                 f"{CAPPED_SPAN:g}*S] at eps {_r(CAPPED_SHARES['radius'] * frame_eps)}")),
+        + _frame_words(release, opts.frame),
         f"    histogram: eps = {_r(hist.eps)} ; delta = {_r(hist.delta)} for each method "
         f"({', '.join(methods)}), {bins[0]} x {bins[1]} bins{rule}",
     ]
@@ -110,6 +103,23 @@ def score_noise(cfg: RunConfig, setup: Setup, plan: BudgetPlan, release: Plan) -
                      f"sensitivity {_r(geo.sensitivity or 0.0)}, scale {_r(geo.scale or 0.0)} "
                      "counts")
     return lines
+
+
+def _frame_words(release: Plan, frame: str) -> str:
+    """The frame's searches in words, read off the release's planned records."""
+    if frame == "smooth":
+        return "3 smooth-sensitivity quantiles"
+    searches = [r for r in release.records
+                if r.component == "score" and r.mechanism == "durfee_above_threshold"]
+
+    def role(name: str) -> float:
+        return next(r.eps for r in searches if r.note.startswith(f"frame {name}"))
+
+    if frame == "durfee":
+        return f"4 Durfee searches of eps {_r(role('radius'))} each (pure DP)"
+    return (f"{len(searches)} Durfee searches (pure DP), per axis: the centre's two sides at "
+            f"eps {_r(role('centre'))} each, the scale S at eps {_r(role('scale'))}, the radius "
+            f"in [S, {CAPPED_SPAN:g}*S] at eps {_r(role('radius'))}")
 
 
 def score_work(cfg: RunConfig, src: SourceInfo, setup: Setup, release: Plan) -> list[str]:
