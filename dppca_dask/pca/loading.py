@@ -25,7 +25,6 @@ import numpy as np
 import xarray as xr
 
 from dppca_dask._typing import Calibration, DataLike, Pairs, PairsOption, RngLike, Sensitivity
-from dppca_dask._validation import parse_bool
 from dppca_dask.errors import InputError
 from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK, pair_groups
 from dppca_dask.graph.kendall_units import kendall_sum
@@ -39,7 +38,6 @@ from dppca_dask.pca.options import (
     SENSITIVITIES,
     LoadingOptions,
     Setup,
-    parse_pairs,
     resolve_pairs,
 )
 from dppca_dask.pca.postprocess import align_signs, ordered_eigh
@@ -59,7 +57,6 @@ __all__ = [
     "kendall_sensitivity",
     "loading_plan_of",
     "loading_records",
-    "parse_pairs",
     "plan_loading",
     "resolve_pairs",
     "spherical_kendall",
@@ -156,12 +153,13 @@ def spherical_kendall(
     >>> round(float(np.trace(k)), 12)
     1.0
     """
-    cpp_option = parse_bool(cpp_option, "cpp_option", "spherical_kendall")
-    requested, pair_block = parse_pairs(pairs, pair_block, "spherical_kendall")
+    options = LoadingOptions.parse("spherical_kendall", cpp_option=cpp_option, pairs=pairs,
+                                   pair_block=pair_block)
     source = as_data(X, owner="spherical_kendall")
-    pairs = resolve_pairs(requested, source.n, source.p)[0]
+    setup = options.bind(source.n, source.p)
     graph, layout = kendall_sum(
-        source.array, fast=cpp_option, block_rows=block_rows, pairs=pairs, pair_block=pair_block,
+        source.array, fast=options.cpp_option, block_rows=block_rows, pairs=setup.pairs,
+        pair_block=options.pair_block,
         reread="auto" if source.origin in ("zarr", "parquet") else False,
     )
     (parts,) = run(once(graph))

@@ -19,13 +19,13 @@ The planning functions (``plan_*``) and the fits read a :class:`Setup` and check
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar, Self, cast
 
 import numpy as np
 
-from dppca_dask._typing import Pairs, PairsOption
+from dppca_dask._typing import Pairs
 from dppca_dask._validation import (
     Bool,
     Choice,
@@ -62,7 +62,6 @@ __all__ = [
     "Setup",
     "check_scree_args",
     "parse_center",
-    "parse_pairs",
     "resolve_k",
     "resolve_pairs",
 ]
@@ -85,12 +84,6 @@ SENSITIVITIES: tuple[str, ...] = ("seed", "tight")
 
 DEFAULT_MAX_K = 10
 """``k=None`` gives min(p, 10) components (all columns of a supplied V_dp matrix)."""
-
-
-def parse_pairs(pairs: Any, pair_block: Any, owner: str) -> tuple[PairsOption, int]:
-    """``pairs`` ("all", "blocks" or "auto") and ``pair_block`` (an int >= 2), checked."""
-    pairs = cast(PairsOption, parse_choice(pairs, "pairs", owner, PAIRS))
-    return pairs, parse_int(pair_block, "pair_block", owner, low=2)
 
 
 def resolve_pairs(pairs: str, n: int, p: int) -> tuple[Pairs, str]:
@@ -189,10 +182,6 @@ class Options:
     def _bind(self, n: int, p: int, supplied: tuple[np.ndarray, str] | None
               ) -> tuple[int | None, tuple[int, int] | None]:
         return None, None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The option values (for messages and tests)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 LoadingOptions = Options
@@ -308,10 +297,6 @@ class Setup:
     supplied: tuple[np.ndarray, str] | None = None
     k: int | None = None
     m_bins: tuple[int, int] | None = None
-
-    @property
-    def owner(self) -> str:
-        return str(self.options.owner)
 
     @property
     def private_center(self) -> bool:
