@@ -107,16 +107,50 @@ def _readable_package(root: Path) -> Path:
     return site
 
 
-def _run_cli_as(user_args: list[str], args: list[str], system: Path) -> subprocess.CompletedProcess:
-    code = ("import sys, pathlib; import dppca_dask.pipeline.deployment as d; "
-            f"d.SYSTEM_FILE = pathlib.Path({str(system)!r}); "
-            "from dppca_dask.cli import main; main(sys.argv[1:], prog_name='dppca-dask')")
+_CODE = ("import sys, pathlib; import dppca_dask.pipeline.deployment as d; "
+         "d.SYSTEM_FILE = pathlib.Path(sys.argv.pop(1)); "
+         "from dppca_dask.cli import main; main(sys.argv[1:], prog_name='dppca-dask')")
+
+
+def _env(system: Path, path: list[str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DPPCA_", "DASK_DPPCA"))}
     env["HOME"] = str(system.parent)
-    if user_args:  # the unprivileged user may not read the checkout (CI's lies under /root)
-        env["PYTHONPATH"] = str(_readable_package(system.parent))
-    return subprocess.run([*user_args, sys.executable, "-c", code, *args], capture_output=True,
-                          text=True, env=env, timeout=120, cwd=system.parent, check=False)
+    # the parent's whole import path (CI's packages may sit in a user site or on PYTHONPATH,
+    # which the child's HOME and environment would not find)
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    return env
+
+
+def _unprivileged_user(system: Path) -> tuple[list[str], list[str]]:
+    """A command prefix running as uid 65534 that can import this interpreter's packages, and
+    the import path it uses.
+
+    The user must not be able to write the custodian's files, but it must read the interpreter
+    and its packages, which may lie under /root (CI's do). First choice: the user keeps only
+    ``CAP_DAC_READ_SEARCH`` (read any file, write none; ``os.access`` checks the real uid with
+    no capabilities, as the refusal does). Else: a world-readable copy of the package."""
+    base = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    path = [p for p in sys.path if p and Path(p).exists()]
+    tries = [(base + ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"], path),
+             (base, [str(_readable_package(system.parent)), *path])]
+    probe = "import dppca_dask.cli, sys; print(dppca_dask.__file__)"
+    failures = []
+    for user, where in tries:
+        done = subprocess.run([*user, sys.executable, "-c", probe], capture_output=True,
+                              text=True, env=_env(system, where), timeout=120,
+                              cwd=system.parent, check=False)
+        if done.returncode == 0:
+            return user, where
+        failures.append(f"{' '.join(user)}: {done.stderr.strip()[-400:]}")
+    pytest.fail("no unprivileged user here can import dppca_dask:\n" + "\n".join(failures))
+
+
+def _run_cli_as(user: tuple[list[str], list[str]], args: list[str],
+                system: Path) -> subprocess.CompletedProcess:
+    prefix, path = user
+    return subprocess.run([*prefix, sys.executable, "-c", _CODE, str(system), *args],
+                          capture_output=True, text=True, env=_env(system, path), timeout=120,
+                          cwd=system.parent, check=False)
 
 
 def test_custodian__budget_commands_refuse_a_user_without_authority(custodian):
@@ -136,9 +170,9 @@ def test_custodian__budget_commands_refuse_a_user_without_authority(custodian):
     if os.geteuid() == 0:
         if shutil.which("setpriv") is None:
             pytest.skip("running as root without setpriv: no unprivileged user to test with")
-        user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        user = _unprivileged_user(system)
     else:  # this user cannot write files it made read-only
-        user = []
+        user = ([], [p for p in sys.path if p])
         system.chmod(0o444)
         (custodian / "caps.sqlite").chmod(0o444)
     for args in (["budget", "cap", "python:survey-c", "--eps", "50", "--delta", "1e-5"],

@@ -77,9 +77,9 @@ def test_tables__group_column_and_same_release_as_pandas(frames):
 
 
 def test_tables__a_missing_path_is_a_clear_input_error(tmp_path):
-    with pytest.raises(InputError, match=r"no csv input found at .*nothing\*\.csv"):
+    with pytest.raises(InputError, match=r"must name an existing csv input.*nothing\*\.csv"):
         as_data(str(tmp_path / "nothing*.csv"))
-    with pytest.raises(InputError, match="no parquet input found"):
+    with pytest.raises(InputError, match=r"must name an existing parquet input.*none was found.*missing\.parquet"):
         as_data(str(tmp_path / "missing.parquet"))
 
 

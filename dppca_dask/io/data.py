@@ -349,7 +349,8 @@ def _resolve(X: Any, owner: str, array: str | None, storage_options: dict | None
             table = open_table(X, kind)
         except FileNotFoundError:
             raise InputError(owner=owner, parameter="X", rule=f"must name an existing {kind} "
-                             "input", value=os.fspath(X)) from None
+                             "input (a file, a folder of files or a glob that matches one; "
+                             "none was found)", value=os.fspath(X)) from None
         pos, _ = frame_columns(table.meta, columns, group, owner, stacklevel=5)
         names = tuple(str(table.meta.columns[i]) for i in pos)
         return _Parts(table.columns(pos), names, table.origin,
