@@ -131,11 +131,13 @@ def _unprivileged_user(system: Path) -> tuple[list[str], list[str]]:
     no capabilities, as the refusal does). Else: a world-readable copy of the package."""
     base = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     path = [p for p in sys.path if p and Path(p).exists()]
-    tries = [(base + ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"], path),
-             (base, [str(_readable_package(system.parent)), *path])]
+    tries = [lambda: ([*base, "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"],
+                      path),
+             lambda: (base, [str(_readable_package(system.parent)), *path])]
     probe = "import dppca_dask.cli, sys; print(dppca_dask.__file__)"
     failures = []
-    for user, where in tries:
+    for attempt in tries:
+        user, where = attempt()
         done = subprocess.run([*user, sys.executable, "-c", probe], capture_output=True,
                               text=True, env=_env(system, where), timeout=120,
                               cwd=system.parent, check=False)

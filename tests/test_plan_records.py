@@ -9,6 +9,7 @@ amounts (to 1e-12) as the fit's ledger, and the same total; dp_pca's passes equa
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -143,6 +144,30 @@ def test_records_match__finds_a_wrong_amount_and_a_missing_record():
                                                 owner="dp_loading"))
     assert records_match(wrong, fit.ledger)
     assert records_match(wrong, ())
+    right = plan_loading(240, 4, resolve_budget(pc, owner="dp_loading"))
+    assert records_match(right, fit.ledger) == []
+    for field, value in (("sensitivity_norm", "l2"), ("noise", "laplace"),
+                         ("calibration", "analytic"), ("draws", 3), ("rho", 1.0)):
+        changed = replace(right, records=(replace(right.records[0], **{field: value}),))
+        assert any(field in problem for problem in records_match(changed, fit.ledger)), field
+
+
+def test_plan_records__built_by_the_mechanisms_record_builders():
+    """Each planned record with a public sensitivity equals its spend record in every field
+    but the note (the same builder made both)."""
+    pc = privacy_control(eps=3.0, delta=1e-5)
+    controls = {m: CONTROLS[m] for m in ("clipped", "huber")}
+    fit = dp_pca(X, privacy=pc, k=2, scree_method=["clipped", "huber"], scree_control=controls,
+                 score_method=["add", "sparse", "geometric"], frame="capped", rng=4)
+    plan = plan_pca(240, 4, resolve_budget(pc, owner="dp_pca"), k=2,
+                    scree_methods=("clipped", "huber"), controls=controls,
+                    score_methods=("add", "sparse", "geometric"), frame="capped")
+    public = [r for r in plan.records if r.sensitivity is not None and r.draws]
+    assert {r.mechanism for r in public} >= {"gaussian_symmetric_matrix", "gaussian", "laplace",
+                                             "durfee_above_threshold"}
+    ledger = [replace(r, note="") for r in fit.ledger]
+    for record in public:
+        assert replace(record, note="") in ledger, record
 
 
 @pytest.mark.parametrize("pairs", ["blocks", "auto"])

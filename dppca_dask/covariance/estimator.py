@@ -62,7 +62,12 @@ from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.kernels.gram import clipped_gram, row_clipped_gram
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import SpendRecord
-from dppca_dask.privacy.mechanisms import gaussian_zcdp, gaussian_zcdp_symmetric
+from dppca_dask.privacy.mechanisms import (
+    gaussian_zcdp,
+    gaussian_zcdp_record,
+    gaussian_zcdp_symmetric,
+    gaussian_zcdp_symmetric_record,
+)
 from dppca_dask.privacy.plan import ADAPTIVE, Plan, planned
 from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.privacy.zcdp import ZCDPPlan, resolve_zcdp
@@ -506,8 +511,6 @@ def fit_covariance(
     )
 
 
-_MECHANISMS = {"ssp": "gaussian_zcdp_symmetric", "diagonal": "gaussian_zcdp",
-               "mean": "gaussian_zcdp"}
 _PLAN_NOTES = {"ssp": "the whole second-moment matrix", "diagonal": "all d diagonal entries",
                "mean": "all d column means",
                "rounds": "select (exponential mechanism) + measure (Gaussian) per round; how "
@@ -525,10 +528,16 @@ def plan_covariance(p: int, plan: ZCDPPlan, *, method: str = "pace_ggm",
     control = control if isinstance(control, PaceGGMControl) else parse_control(method, control)
     records = []
     for name, rho in rho_allocations(method, plan.rho, control, p):
-        mechanism = ADAPTIVE if name == "rounds" else _MECHANISMS[name]
-        draws = 0 if name == "rounds" else p * (p + 1) // 2 if name == "ssp" else p
-        records.append(planned(name, mechanism, 0.0, 0.0, rho=rho, calibration="zcdp",
-                               draws=draws, note=_PLAN_NOTES.get(name, "")))
+        note = _PLAN_NOTES.get(name, "")
+        if name == "rounds":  # a data-dependent number of calls: one record for them all
+            records.append(planned(name, ADAPTIVE, 0.0, 0.0, rho=rho, calibration="zcdp",
+                                   note=note))
+        elif name == "ssp":  # the sensitivities need n, which a plan does not take
+            records.append(gaussian_zcdp_symmetric_record(component=name, rho=rho, p=p,
+                                                          sensitivity=None, note=note))
+        else:
+            records.append(gaussian_zcdp_record(component=name, rho=rho, draws=p,
+                                                sensitivity=None, note=note))
     eps_delta = None if plan.eps is None else (plan.eps, plan.delta or 0.0)
     return Plan(tuple(records), passes=1, accounting="zcdp", eps_delta=eps_delta,
                 adaptive=frozenset({"select", "measure"}) if method == "pace_ggm"

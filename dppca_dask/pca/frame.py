@@ -25,7 +25,6 @@ c_x, c_y, S_x, Q_x, S_y, Q_y; legacy: median x, median y, radius.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 import dask.array as da
@@ -37,14 +36,15 @@ from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.kernels.scores import center_counts, project, radius_counts
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import PrivacyBudget
-from dppca_dask.privacy.mechanisms import smooth_laplace
-from dppca_dask.privacy.plan import planned
+from dppca_dask.privacy.mechanisms import smooth_laplace, smooth_laplace_record
 from dppca_dask.privacy.quantiles import (
     DEFAULT_BETA,
     DEFAULT_MAX_STEPS,
     signed_quantile_from_counts,
+    signed_quantile_records,
     upper_from_counts,
     upper_grid,
+    upper_records,
 )
 from dppca_dask.results.frame import INFLATE, Frame
 
@@ -63,6 +63,7 @@ __all__ = [
     "coarse_indices",
     "durfee_frame",
     "durfee_frame_stage",
+    "frame_budgets",
     "frame_records",
     "frame_stage",
     "score_array",
@@ -115,6 +116,21 @@ def durfee_frame(
                                         beta=beta, max_steps=max_steps))
 
 
+def frame_budgets(method: str, budget: PrivacyBudget) -> dict[str, PrivacyBudget]:
+    """Each search's budget of a frame of ``budget`` (the one split; pure DP searches get no δ):
+    ``centre`` (each axis's Durfee median), ``radius`` and, for "capped", ``scale``; for
+    "smooth" each of the three smooth-sensitivity quantiles (``centre``, ``radius``) gets a third
+    of ε and δ."""
+    if method == "durfee":
+        each = PrivacyBudget(budget.eps / 4.0, 0.0)
+        return {"centre": each, "radius": each}
+    if method == "capped":
+        return {name: PrivacyBudget(share * budget.eps, 0.0)
+                for name, share in CAPPED_SHARES.items()}
+    third = PrivacyBudget(budget.eps / 3.0, budget.delta / 3.0)
+    return {"centre": third, "radius": third}
+
+
 def _centre_stage(
     x: da.Array, directions: np.ndarray, grid: np.ndarray, *, n: int, eps: float, rng: Any,
     labels: tuple[str, str], beta: float,
@@ -147,7 +163,7 @@ def durfee_frame_stage(
     max_steps: int = DEFAULT_MAX_STEPS,
 ) -> Stage[tuple[Frame, tuple[SpendRecord, ...]]]:
     """:func:`durfee_frame` as a stage (:mod:`dppca_dask.graph.rounds`): its two count passes."""
-    each = eps / 4.0
+    each = frame_budgets("durfee", PrivacyBudget(eps, 0.0))["radius"].eps
     grid = upper_grid(beta, max_steps)
     centers, records = yield from _centre_stage(x, directions, grid, n=n, eps=each, rng=rng,
                                                 labels=labels, beta=beta)
@@ -184,11 +200,11 @@ def capped_frame_stage(
     are those of :func:`durfee_frame_stage`; the scale S and the capped search both run on the
     one radius count vector of their axis.
     """
-    shares = CAPPED_SHARES
+    shares = {name: b.eps for name, b in frame_budgets("capped", PrivacyBudget(eps, 0.0)).items()}
     grid = upper_grid(beta, max_steps)
     coarse = coarse_indices(len(grid))
     centers, records = yield from _centre_stage(x, directions, grid, n=n,
-                                                eps=shares["centre"] * eps, rng=rng,
+                                                eps=shares["centre"], rng=rng,
                                                 labels=labels, beta=beta)
     (dist,) = yield (row_block_sum(x, radius_counts, directions, np.array(centers), grid,
                                    name="score-radius-counts"),)
@@ -196,13 +212,13 @@ def capped_frame_stage(
     for a in range(2):
         scale = upper_from_counts(
             dist[a][coarse], grid[coarse], n=n, q=CAPPED_SCALE_QUANTILE,
-            eps=shares["scale"] * eps, rng=rng,
+            eps=shares["scale"], rng=rng,
             component="score", warn=False,
             label=f"frame scale {_AXES[a]} ({labels[a]}): Durfee median of |s - c| on the "
                   f"coarse grid")
         window = capped_window(grid, scale.value)
         search = upper_from_counts(
-            dist[a][window], grid[window], n=n, q=CAPPED_QUANTILE, eps=shares["radius"] * eps,
+            dist[a][window], grid[window], n=n, q=CAPPED_QUANTILE, eps=shares["radius"],
             rng=rng, component="score", warn=False,
             label=f"frame radius {_AXES[a]} ({labels[a]}): Durfee {CAPPED_QUANTILE} quantile "
                   f"capped at {CAPPED_SPAN:g} x the scale")
@@ -275,31 +291,31 @@ def frame_stage(
 
 def frame_records(method: str, eps: float, delta: float = 0.0) -> list[SpendRecord]:
     """The frame's planned records (``eps``, ``delta``: the frame's allocation; δ is used by
-    "smooth" only). Every field is public: the searches' ε and Exp scales 2/ε."""
-    if method == "durfee":
-        each = eps / 4.0
-        return [*(_search_record(each / 2, "frame centre: Durfee median (one side)")
-                  for _ in range(4)),
-                *(_search_record(each, "frame radius: Durfee quantile") for _ in range(2))]
-    if method == "capped":
-        shares = CAPPED_SHARES
-        return [*(_search_record(shares["centre"] * eps / 2,
-                                 "frame centre: Durfee median (one side)") for _ in range(4)),
-                *(replace(_search_record(shares["scale"] * eps, "frame scale: Durfee median"),
-                          draws=len(coarse_indices(DEFAULT_MAX_STEPS)) + 1) for _ in range(2)),
-                *(replace(_search_record(shares["radius"] * eps,
-                                         "frame radius: capped Durfee search"),
-                          draws=capped_steps() + 1) for _ in range(2))]
-    third = PrivacyBudget(eps / 3.0, delta / 3.0)
-    return [planned("score", "smooth_sensitivity_laplace", third.eps, third.delta,
-                    note="frame: smooth-sensitivity quantile") for _ in range(3)]
-
-
-def _search_record(eps: float, note: str) -> SpendRecord:
-    """A planned Durfee search of the score component (AboveThreshold on counts, sensitivity 1,
-    Exp scale 2/ε)."""
-    return planned("score", "durfee_above_threshold", eps, sensitivity=1.0, scale=2.0 / eps,
-                   note=note)
+    "smooth" only), in the order the stage writes them, from the searches' record builders
+    and :func:`frame_budgets`. Every field is public but the smooth quantiles' scale."""
+    parts = frame_budgets(method, PrivacyBudget(eps, delta if method == "smooth" else 0.0))
+    if method == "smooth":
+        return [smooth_laplace_record(component="score", budget=parts["centre"], label=label)
+                for label in ("frame centre x: smooth-sensitivity median",
+                              "frame centre y: smooth-sensitivity median",
+                              "frame radius: smooth-sensitivity 0.99 quantile of the distance")]
+    out = [r for axis in _AXES
+           for r in signed_quantile_records(parts["centre"].eps, component="score",
+                                            steps=DEFAULT_MAX_STEPS,
+                                            label=f"frame centre {axis}: Durfee median")]
+    for axis in _AXES:
+        if method == "durfee":
+            out += upper_records(parts["radius"].eps, component="score", steps=DEFAULT_MAX_STEPS,
+                                 label=f"frame radius {axis}: Durfee {RADIUS_QUANTILE} quantile")
+        else:
+            out += upper_records(parts["scale"].eps, component="score",
+                                 steps=len(coarse_indices(DEFAULT_MAX_STEPS)),
+                                 label=f"frame scale {axis}: Durfee median of |s - c| on the "
+                                       "coarse grid")
+            out += upper_records(parts["radius"].eps, component="score", steps=capped_steps(),
+                                 label=f"frame radius {axis}: Durfee {CAPPED_QUANTILE} quantile "
+                                       f"capped at {CAPPED_SPAN:g} x the scale")
+    return out
 
 
 def smooth_sensitivity(values: np.ndarray, q: float, eps: float, delta: float) -> tuple[float, float]:
@@ -351,7 +367,7 @@ def smooth_frame(
 
     ``budget`` is the frame's (ε, δ); each of the three quantiles gets a third of both.
     """
-    third = PrivacyBudget(budget.eps / 3.0, budget.delta / 3.0)
+    third = frame_budgets("smooth", budget)["centre"]
     records = []
     centers = []
     for a in range(2):

@@ -44,8 +44,11 @@ from dppca_dask.pca.postprocess import align_signs, ordered_eigh
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyControl, resolve_budget
-from dppca_dask.privacy.mechanisms import gaussian_calibration, gaussian_symmetric_matrix
-from dppca_dask.privacy.plan import Plan, planned
+from dppca_dask.privacy.mechanisms import (
+    gaussian_symmetric_matrix,
+    gaussian_symmetric_matrix_record,
+)
+from dppca_dask.privacy.plan import Plan
 from dppca_dask.privacy.rng import as_rng
 from dppca_dask.results.base import LoadingResult, Part, build_loading_result
 
@@ -343,15 +346,12 @@ def loading_records(setup: Setup, budget: BudgetPlan) -> tuple[SpendRecord, ...]
     spend = budget.spend("loading")
     options, p = setup.options, setup.p
     calibration = options.calibration
-    cal = gaussian_calibration(
-        kendall_sensitivity(setup.n, pairs=setup.pairs, pair_block=options.pair_block,
-                            bound=options.sensitivity),
-        p * (p + 1) // 2, spend, calibration)
-    return (planned("loading", "gaussian_symmetric_matrix", spend.eps, spend.delta,
-                    noise="gaussian", calibration=calibration, sensitivity=cal["sensitivity"],
-                    sensitivity_norm="frobenius", scale=cal["scale"], grid=cal["grid"],
-                    draws=p * (p + 1) // 2, rho=(cal["sensitivity"] / cal["scale"]) ** 2 / 2.0,
-                    note="noisy spherical Kendall matrix"),)
+    sensitivity = kendall_sensitivity(setup.n, pairs=setup.pairs, pair_block=options.pair_block,
+                                      bound=options.sensitivity)
+    return (gaussian_symmetric_matrix_record(component="loading", budget=spend,
+                                             calibration=calibration, p=p,
+                                             sensitivity=sensitivity,
+                                             basis="noisy spherical Kendall matrix"),)
 
 
 def loading_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:

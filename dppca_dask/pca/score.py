@@ -16,7 +16,6 @@ Stages, in order:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,8 +65,12 @@ from dppca_dask.pca.options import ScoreOptions, Setup
 from dppca_dask.privacy.accountant import Accountant, account
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, PrivacyControl, resolve_budget
-from dppca_dask.privacy.mechanisms import geometric_histogram_scale, histogram_noise_sigma
-from dppca_dask.privacy.plan import Plan, planned
+from dppca_dask.privacy.mechanisms import (
+    gaussian_histogram_record,
+    geometric_histogram_record,
+    stability_histogram_record,
+)
+from dppca_dask.privacy.plan import Plan
 from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Part, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.score import ScoreResult
@@ -388,10 +391,6 @@ def _build_result(
 
 
 
-_HISTOGRAM_MECHANISMS = {"add": "gaussian_histogram", "sparse": "stability_histogram",
-                         "geometric": "geometric_histogram"}
-
-
 def score_records(setup: Setup, budget: BudgetPlan) -> list[SpendRecord]:
     """The score stage's planned records: the frame's searches, then one per histogram method
     (groups are disjoint: parallel composition, one record each)."""
@@ -399,21 +398,18 @@ def score_records(setup: Setup, budget: BudgetPlan) -> list[SpendRecord]:
     methods, calibration = options.score_methods, options.calibration
     frame_budget, hist = score_split(budget.spend("score"), options.frame)
     out: list[SpendRecord] = frame_records(options.frame, frame_budget.eps, frame_budget.delta)
-    for m in HISTOGRAM_METHODS:
-        if m == "add" and m in methods:  # counts: L2 sensitivity sqrt(2), exact integer noise
-            out.append(planned("score", "gaussian_histogram", hist.eps, hist.delta,
-                               sensitivity=math.sqrt(2.0),
-                               scale=histogram_noise_sigma(hist, calibration),
-                               rho=1.0 / histogram_noise_sigma(hist, calibration) ** 2,
-                               note="add histogram (groups: parallel composition)",
-                               calibration=calibration))
-        elif m == "geometric" and m in methods:  # pure eps: L1 sensitivity 2, b = 2/eps
-            out.append(planned("score", "geometric_histogram", hist.eps, 0.0, sensitivity=2.0,
-                               scale=float(geometric_histogram_scale(hist.eps)),
-                               note="geometric histogram (groups: parallel composition)"))
-        elif m in methods:
-            out.append(planned("score", _HISTOGRAM_MECHANISMS[m], hist.eps, hist.delta,
-                               note="sparse histogram (groups: parallel composition)"))
+    for m in (m for m in HISTOGRAM_METHODS if m in methods):  # one record for all groups
+        label = f"{m} histogram (groups: parallel composition)"
+        if m == "add":
+            out.append(gaussian_histogram_record(component="score", budget=hist,
+                                                 calibration=calibration, cells=None,
+                                                 label=label))
+        elif m == "geometric":
+            out.append(geometric_histogram_record(component="score", eps=hist.eps, cells=None,
+                                                  label=label))
+        else:
+            out.append(stability_histogram_record(component="score", budget=hist, cells=None,
+                                                  label=label))
     return out
 
 

@@ -33,13 +33,19 @@ from dppca_dask.graph.scree_passes import Request, pair_block_bounds
 from dppca_dask.pca.scree_controls import ClippedControl, Control, HuberControl, PMWMControl
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import PrivacyBudget
-from dppca_dask.privacy.mechanisms import gaussian_calibration, gaussian_release, laplace_release
-from dppca_dask.privacy.plan import planned
+from dppca_dask.privacy.mechanisms import (
+    gaussian_record,
+    gaussian_release,
+    laplace_record,
+    laplace_release,
+)
 from dppca_dask.privacy.quantiles import (
     DEFAULT_MAX_STEPS,
     signed_quantile_from_counts,
+    signed_quantile_records,
     upper_from_counts,
     upper_grid,
+    upper_records,
 )
 
 __all__ = [
@@ -48,7 +54,6 @@ __all__ = [
     "RADIUS_SHARE",
     "Context",
     "center_records",
-    "search_record",
     "clipped_scree",
     "method_records",
     "ask",
@@ -117,6 +122,34 @@ def radius_quantile(n: int, eps: float) -> float:
     return 1.0 - min(0.25, 16.0 / (n * eps))
 
 
+# --- the budget splits: each written once, used by the procedures and by their plans -----------
+
+
+def center_budgets(budget: PrivacyBudget) -> list[tuple[float, PrivacyBudget]]:
+    """Each centre round's (radius search ε, ball-clipped mean budget) of the centre's
+    ``budget``: each round gets its share (:data:`CENTER_ROUNDS`) of it, :data:`RADIUS_SHARE`
+    of that ε to the search (pure DP) and the rest, with the round's δ, to the mean."""
+    return [(RADIUS_SHARE * share * budget.eps,
+             PrivacyBudget((1.0 - RADIUS_SHARE) * share * budget.eps, share * budget.delta))
+            for share in CENTER_ROUNDS]
+
+
+def pmwm_budgets(per: PrivacyBudget) -> tuple[float, PrivacyBudget]:
+    """One component's PMWM split of ``per``: each of the two cut-offs (signed Durfee
+    quantiles, pure DP) gets ε/4, the winsorized mean (ε/2, δ)."""
+    return per.eps / 4.0, PrivacyBudget(per.eps / 2.0, per.delta)
+
+
+def huber_budgets(per: PrivacyBudget, control: HuberControl,
+                  steps: int) -> tuple[float, PrivacyBudget, PrivacyBudget]:
+    """One component's Huber split of ``per``: the m₂ histogram's ε (``m2_frac`` of it, pure
+    DP), the gradient descent's budget (the rest of ε and its share of δ) and each of its
+    ``steps`` steps' budget."""
+    gd = PrivacyBudget((1.0 - control.m2_frac) * per.eps,
+                       spent_fractions(control)[1] * per.delta)
+    return control.m2_frac * per.eps, gd, gd.scaled(1.0 / steps)
+
+
 def private_center(ctx: Context, budget: PrivacyBudget) -> Procedure:
     """Private mean vector of the k scores (this package's design; docs/design/scree.md).
 
@@ -131,9 +164,7 @@ def private_center(ctx: Context, budget: PrivacyBudget) -> Procedure:
     grid = upper_grid(RADIUS_BETA, RADIUS_STEPS)
     m = np.zeros(k)
     estimates, weights, radii = [], [], []
-    for j, share in enumerate(CENTER_ROUNDS, start=1):
-        eps_radius = RADIUS_SHARE * share * budget.eps
-        gauss = PrivacyBudget((1.0 - RADIUS_SHARE) * share * budget.eps, share * budget.delta)
+    for j, (eps_radius, gauss) in enumerate(center_budgets(budget), start=1):
         hist, inside, scaled = yield from ask(Request("radius", (m.copy(), grid)))
         counts = np.cumsum(hist)[: grid.size]
         found = upper_from_counts(counts, grid, n=n, q=radius_quantile(n, eps_radius),
@@ -203,7 +234,7 @@ def pmwm_scree(
     n_q, n_m = q_rows[1] - q_rows[0], m_rows[1] - m_rows[0]
     trim = min(max(control.trim_const / n_q, control.eta), 0.49)
     grid = upper_grid(control.beta, DEFAULT_MAX_STEPS)
-    per = budget.scaled(1.0 / k)
+    cut_eps, mean_budget = pmwm_budgets(budget.scaled(1.0 / k))
     pos, neg = yield from ask(Request("signed", (ctx.center, grid, control.beta, *q_rows)))
     lower = np.full(k, control.a)
     upper = np.full(k, control.b)
@@ -211,7 +242,7 @@ def pmwm_scree(
         cuts = []
         for q, side in ((trim, "lower"), (1.0 - trim, "upper")):
             found = signed_quantile_from_counts(
-                pos[comp], neg[comp], grid, n=n_q, q=q, eps=per.eps / 4.0, beta=control.beta,
+                pos[comp], neg[comp], grid, n=n_q, q=q, eps=cut_eps, beta=control.beta,
                 rng=ctx.rng, component="scree", label=f"pmwm PC{comp + 1}: {side} cut-off")
             ctx.ledger.extend(found.records)
             value = found.value if side == "upper" else _candidate_below(found.value,
@@ -221,7 +252,6 @@ def pmwm_scree(
         if math.isfinite(lo) and math.isfinite(hi) and hi >= lo:
             lower[comp], upper[comp] = lo, hi
     sums = yield from ask(Request("winsor", (ctx.center, lower, upper, *m_rows)))
-    mean_budget = PrivacyBudget(per.eps / 2.0, per.delta)
     out = []
     for comp in comps:
         base = _factor(n) * (sums[comp] / n_m)
@@ -295,10 +325,7 @@ def huber_scree(
     """
     n, k = ctx.n, ctx.k
     steps, blocks = huber_defaults(n, control)
-    per = budget.scaled(1.0 / k)
-    eps_m2 = control.m2_frac * per.eps
-    gd = PrivacyBudget((1.0 - control.m2_frac) * per.eps, spent_fractions(control)[1] * per.delta)
-    step = gd.scaled(1.0 / steps)
+    eps_m2, gd, step = huber_budgets(budget.scaled(1.0 / k), control, steps)
     counts = yield from ask(Request("m2", (ctx.center, control.k_min_m2, control.k_max_m2,
                                            pair_block_bounds(n, blocks))))
     tau = np.ones(k)
@@ -330,49 +357,46 @@ PROCEDURES: dict[str, Callable[..., Procedure]] = {
 # --- the plan: the records each procedure writes, from public quantities ------------------------
 
 
-def search_record(eps: float, component: str = "scree", note: str = "") -> SpendRecord:
-    """A planned Durfee search: AboveThreshold on counts (sensitivity 1, Exp scale 2/ε)."""
-    return planned(component, "durfee_above_threshold", eps, sensitivity=1.0, scale=2.0 / eps,
-                   note=note)
-
-
 def center_records(budget: PrivacyBudget, calibration: str = "classical", *,
                    k: int) -> list[SpendRecord]:
     """The private centre's planned records (``budget``: the centre's share of the scree; the
     centre has one coordinate per component, ``k``)."""
-    out = []
-    for j, share in enumerate(CENTER_ROUNDS, start=1):
-        out.append(search_record(RADIUS_SHARE * share * budget.eps,
-                                 note=f"centre round {j}: radius"))
-        out.append(planned("scree", "gaussian", (1.0 - RADIUS_SHARE) * share * budget.eps,
-                           share * budget.delta, note=f"centre round {j}: ball-clipped mean",
-                           calibration=calibration, draws=k))
+    out: list[SpendRecord] = []
+    for j, (eps_radius, gauss) in enumerate(center_budgets(budget), start=1):
+        out += upper_records(eps_radius, component="scree", steps=RADIUS_STEPS,
+                             label=f"centre round {j}: radius (Durfee upper quantile)")
+        out.append(gaussian_record(component="scree", budget=gauss, calibration=calibration,
+                                   draws=k, sensitivity=None,
+                                   label=f"centre round {j}: ball-clipped mean"))
     return out
 
 
 def method_records(method: str, n: int, k: int, control: Control, budget: PrivacyBudget,
                    calibration: str = "classical") -> list[SpendRecord]:
-    """One method's planned records for k components (``budget``: the method's allocation)."""
+    """One method's planned records for k components (``budget``: the method's allocation),
+    in the order the procedure writes them; built by the mechanisms' record builders with the
+    splits the procedures use."""
     per = budget.scaled(1.0 / k)
+    comps = range(1, k + 1)
     if isinstance(control, ClippedControl):
-        cal = gaussian_calibration(control.C_clip / (n - 1.0), 1, per, calibration)
-        return [planned("scree", "gaussian", per.eps, per.delta, sensitivity=cal["sensitivity"],
-                        scale=cal["scale"], grid=cal["grid"], draws=1,
-                        note="clipped: clipped mean", calibration=calibration,
-                        rho=(cal["sensitivity"] / cal["scale"]) ** 2 / 2.0)
-                for _ in range(k)]
+        return [gaussian_record(component="scree", budget=per, calibration=calibration, draws=1,
+                                sensitivity=control.C_clip / (n - 1.0),
+                                label=f"clipped PC{c}: clipped mean") for c in comps]
     if isinstance(control, PMWMControl):
-        searches = [search_record(per.eps / 4.0 / 2, note="pmwm: cut-off search (one side)")
-                    for _ in range(4 * k)]  # 2 signed quantiles, each a search per side
-        return searches + [planned("scree", "gaussian", per.eps / 2.0, per.delta,
-                                   note="pmwm: winsorized mean", calibration=calibration,
-                                   draws=1)
-                           for _ in range(k)]
+        cut_eps, mean_budget = pmwm_budgets(per)
+        return [*(r for c in comps for side in ("lower", "upper")
+                  for r in signed_quantile_records(cut_eps, component="scree",
+                                                   steps=DEFAULT_MAX_STEPS,
+                                                   label=f"pmwm PC{c}: {side} cut-off")),
+                *(gaussian_record(component="scree", budget=mean_budget, calibration=calibration,
+                                  draws=1, sensitivity=None, label=f"pmwm PC{c}: winsorized mean")
+                  for c in comps)]
     assert isinstance(control, HuberControl), method
     steps, _ = huber_defaults(n, control)
-    eps_m2 = control.m2_frac * per.eps
-    step = PrivacyBudget((1.0 - control.m2_frac) * per.eps,
-                         spent_fractions(control)[1] * per.delta).scaled(1.0 / steps)
-    return ([planned("scree", "laplace", eps_m2, note="huber: m2 histogram") for _ in range(k)]
-            + [planned("scree", "gaussian", step.eps, step.delta, note="huber: gradient step",
-                       calibration=calibration, draws=1) for _ in range(steps * k)])
+    eps_m2, _, step = huber_budgets(per, control, steps)
+    bins = control.k_max_m2 - control.k_min_m2 + 1
+    return ([laplace_record(component="scree", eps=eps_m2, draws=bins, sensitivity=2.0,
+                            label=f"huber PC{c}: m2 histogram") for c in comps]
+            + [gaussian_record(component="scree", budget=step, calibration=calibration, draws=1,
+                               sensitivity=None, label=f"huber PC{c}: gradient step {t}")
+               for t in range(1, steps + 1) for c in comps])

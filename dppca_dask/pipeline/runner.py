@@ -32,6 +32,7 @@ What each task does is looked up in :data:`dppca_dask.pipeline.tasks.TASKS`.
 from __future__ import annotations
 
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -68,6 +69,7 @@ from dppca_dask.pipeline.tasks.memory import memory_plan
 from dppca_dask.privacy.budget import BudgetPlan, PrivacyBudget, resolve_budget
 from dppca_dask.privacy.draws import DrawTracker
 from dppca_dask.privacy.guarantees import guarantee_warnings
+from dppca_dask.privacy.mechanisms import note_label
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Result, guarantee_of, write_atomically
@@ -197,16 +199,25 @@ def plan_run(config: RunConfig) -> RunPlan:
     )
 
 
+def _listed_note(note: str) -> str:
+    """A planned record's note as the plan lists it: the caller's label with the component,
+    axis, step and side generalised, so that the calls of one kind fold into one line."""
+    label = note_label(note)
+    label = re.sub(r"\bPC\d+\b", "PCj", label)
+    label = re.sub(r"\bstep \d+\b", "step t", label)
+    label = re.sub(r"\b(frame \w+) [xy]\b", r"\1 (each axis)", label)
+    return re.sub(r"\((positive|negative) side\)", "(one side)", label)
+
+
 def _record_lines(plan: Plan) -> list[str]:
-    """The planned records, identical consecutive calls folded into one line."""
-    lines: list[str] = []
-    groups: list[tuple[tuple[Any, ...], int]] = []
+    """The planned records, the calls of one kind (same component, mechanism, amount and
+    generalised label) folded into one line, in the order each kind first appears."""
+    counts: dict[tuple[Any, ...], int] = {}
     for r in plan.records:
-        key = (r.component, r.mechanism, r.status, r.eps, r.delta, r.rho, r.note)
-        if groups and groups[-1][0] == key:
-            groups[-1] = (key, groups[-1][1] + 1)
-        else:
-            groups.append((key, 1))
+        key = (r.component, r.mechanism, r.status, r.eps, r.delta, r.rho, _listed_note(r.note))
+        counts[key] = counts.get(key, 0) + 1
+    lines: list[str] = []
+    groups = list(counts.items())
     for (component, mechanism, status, eps, delta, rho, note), count in groups:
         amount = (f"rho = {format_r_scalar(rho)}" if plan.accounting == "zcdp" and rho is not None
                   else f"eps = {format_r_scalar(eps)} ; delta = {format_r_scalar(delta)}")

@@ -94,8 +94,10 @@ def records_match(plan: Plan, ledger: Sequence[SpendRecord], *, tol: float = 1e-
 
     The records are compared as multisets (stages that run side by side interleave their
     calls) on component, mechanism, status, ε, δ (and ρ under zCDP; to ``tol``, relative), and on
-    sensitivity, scale, grid and number of draws where the plan states them (the Gaussian-DP
-    composition of the persistent ledger needs all four to count a lattice Gaussian). The ledger records of the components in
+    every other field the plan states: sensitivity, its norm, the noise, its scale, ρ, the
+    calibration, the grid and the number of draws (the Gaussian-DP composition of the
+    persistent ledger needs them to count a lattice Gaussian). The plans' records come from the
+    mechanisms' record builders, so these agree by construction; this check keeps them so. The ledger records of the components in
     ``plan.adaptive`` are summed into the one planned :data:`ADAPTIVE` record (component
     ``"rounds"``).
     """
@@ -107,9 +109,12 @@ def records_match(plan: Plan, ledger: Sequence[SpendRecord], *, tol: float = 1e-
     actual = [r for r in ledger if r.component not in plan.adaptive]
     merged = [r for r in ledger if r.component in plan.adaptive]
     if merged:
+        calibrations = {r.calibration for r in merged}
         actual.append(SpendRecord("rounds", ADAPTIVE, math.fsum(r.eps for r in merged),
                                   math.fsum(r.delta for r in merged),
-                                  rho=math.fsum(r.rho or 0.0 for r in merged)))
+                                  rho=math.fsum(r.rho or 0.0 for r in merged),
+                                  calibration=calibrations.pop() if len(calibrations) == 1
+                                  else None))
 
     def order(r: SpendRecord) -> tuple[Any, ...]:
         return (*_key(r), round(r.eps, 9), round(r.delta, 15), round(r.rho or 0.0, 9))
@@ -129,9 +134,13 @@ def records_match(plan: Plan, ledger: Sequence[SpendRecord], *, tol: float = 1e-
             if not close(getattr(want, name), getattr(got, name)):
                 problems.append(f"{_key(want)}: planned {name} {getattr(want, name)!r}, "
                                 f"ledger {getattr(got, name)!r}")
-        for name in ("sensitivity", "scale", "grid"):
+        for name in ("sensitivity", "scale", "grid", "rho"):
             if getattr(want, name) is not None and not close(getattr(want, name),
                                                              getattr(got, name)):
+                problems.append(f"{_key(want)}: planned {name} {getattr(want, name)!r}, "
+                                f"ledger {getattr(got, name)!r}")
+        for name in ("sensitivity_norm", "noise", "calibration"):
+            if getattr(want, name) is not None and getattr(want, name) != getattr(got, name):
                 problems.append(f"{_key(want)}: planned {name} {getattr(want, name)!r}, "
                                 f"ledger {getattr(got, name)!r}")
         if want.draws and want.draws != got.draws:

@@ -26,7 +26,7 @@ import numpy as np
 from dppca_dask._validation import bad_param, parse_int, parse_real
 from dppca_dask.errors import InputError
 from dppca_dask.privacy.accounting import SpendRecord
-from dppca_dask.privacy.mechanisms import above_threshold
+from dppca_dask.privacy.mechanisms import above_threshold, above_threshold_record
 from dppca_dask.privacy.rng import as_rng
 
 __all__ = [
@@ -36,7 +36,9 @@ __all__ = [
     "durfee_quantile",
     "durfee_upper",
     "signed_quantile_from_counts",
+    "signed_quantile_records",
     "upper_from_counts",
+    "upper_records",
     "upper_grid",
     "validate_durfee",
 ]
@@ -109,6 +111,30 @@ def upper_from_counts(
     return QuantileRelease(float(grid[index]), (release.record,), capped)
 
 
+SIDES = ("positive side", "negative side")
+"""The two one-sided searches of a signed quantile, in the order they run."""
+
+
+def _side_eps(eps: float) -> float:
+    """Each side's ε of a signed quantile of ε (the one split)."""
+    return eps / 2
+
+
+def upper_records(eps: float, *, component: str, steps: int | None = None,
+                  label: str = "") -> tuple[SpendRecord, ...]:
+    """The planned records of one :func:`upper_from_counts` search on a grid of ``steps``
+    points (``None``: the plan does not state the draws)."""
+    return (above_threshold_record(component=component, eps=eps, steps=steps, label=label),)
+
+
+def signed_quantile_records(eps: float, *, component: str, steps: int | None = None,
+                            label: str = "") -> tuple[SpendRecord, ...]:
+    """The planned records of one :func:`signed_quantile_from_counts` of ε: one search per side
+    with ε/2 each."""
+    return tuple(above_threshold_record(component=component, eps=_side_eps(eps), steps=steps,
+                                        label=f"{label} ({side})") for side in SIDES)
+
+
 def signed_quantile_from_counts(
     pos_counts: np.ndarray,
     neg_counts: np.ndarray,
@@ -123,10 +149,10 @@ def signed_quantile_from_counts(
     label: str = "",
 ) -> QuantileRelease:
     """Two-sided Durfee quantile from the counts of :func:`~dppca_dask.kernels.counts.signed_count_below`."""
-    pos = upper_from_counts(pos_counts, grid, n=n, q=q, eps=eps / 2, rng=rng,
-                            component=component, label=f"{label} (positive side)", warn=False)
-    neg = upper_from_counts(neg_counts, grid, n=n, q=1.0 - q, eps=eps / 2, rng=rng,
-                            component=component, label=f"{label} (negative side)", warn=False)
+    pos = upper_from_counts(pos_counts, grid, n=n, q=q, eps=_side_eps(eps), rng=rng,
+                            component=component, label=f"{label} ({SIDES[0]})", warn=False)
+    neg = upper_from_counts(neg_counts, grid, n=n, q=1.0 - q, eps=_side_eps(eps), rng=rng,
+                            component=component, label=f"{label} ({SIDES[1]})", warn=False)
     log_beta = math.log(beta)
     k_pos = max(round(math.log1p(pos.value) / log_beta) - 1, 0)
     k_neg = max(round(math.log1p(neg.value) / log_beta) - 1, 0)

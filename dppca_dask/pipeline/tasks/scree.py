@@ -11,6 +11,7 @@ show the non-private reference and are NOT private releases).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -24,7 +25,12 @@ from dppca_dask.pca.scree import center_rounds, fit_scree, scree_plan_of, scree_
 from dppca_dask.pca.scree_methods import huber_defaults
 from dppca_dask.pca.scree_utility import noise_lines
 from dppca_dask.pipeline.config import RunConfig
-from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines, loading_line
+from dppca_dask.pipeline.tasks.wording import (
+    clipped_line,
+    kendall_lines,
+    loading_line,
+    release_steps,
+)
 from dppca_dask.plots._style import save_figure
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
@@ -104,16 +110,20 @@ def scree_noise(cfg: RunConfig, setup: Setup, plan: BudgetPlan, release: Plan) -
         if name == "clipped":
             lines.append(clipped_line(release, opts.calibration))
         elif name == "pmwm":
-            lines.append(head + f"2 Durfee quantiles of eps {_r(per.eps / 4)} each (pure DP), "
-                         f"then gaussian with eps {_r(per.eps / 2)}, sensitivity "
+            cut = release_steps(release, "pmwm PC1: lower cut-off")
+            mean = release_steps(release, "pmwm PC1: winsorized mean")[0]
+            lines.append(head + f"2 Durfee quantiles of eps {_r(math.fsum(r.eps for r in cut))} "
+                         f"each (pure DP), then gaussian with eps {_r(mean.eps)}, sensitivity "
                          "(n/(n-1))(U - L)/n_m of the released cut-offs" + z)
         else:
-            steps, blocks = huber_defaults(n, ctl)
-            eps_m2 = ctl.m2_frac * per.eps
-            lines.append(head + f"m2 histogram ({ctl.k_max_m2 - ctl.k_min_m2 + 1} bins, "
-                         f"{min(blocks, n // 2)} blocks) laplace scale {_r(2 / eps_m2)}, then "
-                         f"{steps} gaussian steps of eps {_r((per.eps - eps_m2) / steps)}, "
-                         "sensitivity 2 eta0 tau/n of the released tau" + z)
+            _, blocks = huber_defaults(n, ctl)
+            m2 = release_steps(release, "huber PC1: m2 histogram")[0]
+            steps = release_steps(release, "huber PC1: gradient step ")
+            assert m2.scale is not None  # pure DP with a public sensitivity: the plan states it
+            lines.append(head + f"m2 histogram ({m2.draws} bins, {min(blocks, n // 2)} blocks) "
+                         f"laplace scale {_r(m2.scale)}, then {len(steps)} gaussian steps of "
+                         f"eps {_r(steps[0].eps)}, sensitivity 2 eta0 tau/n of the released tau"
+                         + z)
     return lines + noise_lines(methods, dict(controls), n=n, k=k, budget=method,
                                calibration=opts.calibration)
 

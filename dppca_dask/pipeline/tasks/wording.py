@@ -7,9 +7,10 @@ from typing import Any
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.graph.kendall_layout import kendall_layout
 from dppca_dask.io.data import SourceInfo
+from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.plan import Plan
 
-__all__ = ["clipped_line", "kendall_lines", "loading_line"]
+__all__ = ["clipped_line", "kendall_lines", "loading_line", "release_steps"]
 
 
 def loading_line(release: Plan, calibration: str, suffix: str = "") -> str:
@@ -21,6 +22,12 @@ def loading_line(release: Plan, calibration: str, suffix: str = "") -> str:
             f" -> gaussian_symmetric_matrix, Frobenius sensitivity "
             f"{format_r_scalar(r.sensitivity)}, noise sd {format_r_scalar(r.scale)} "
             f"({calibration}){suffix}")
+
+
+def release_steps(release: Plan, prefix: str, component: str = "scree") -> list[SpendRecord]:
+    """The planned records of ``component`` whose note starts with ``prefix`` (the record
+    builders' labels, e.g. ``"huber PC1: gradient step "``), in plan order."""
+    return [r for r in release.records if r.component == component and r.note.startswith(prefix)]
 
 
 def clipped_line(release: Plan, calibration: str) -> str:

@@ -10,6 +10,7 @@ lattice certificate (docs/privacy.md "Floating-point safety").
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -29,9 +30,11 @@ from dppca_dask.privacy.mechanisms.vech import mat2vec, vec2mat
 
 __all__ = [
     "gaussian_calibration",
+    "gaussian_record",
     "gaussian_release",
     "gaussian_release_sigma",
     "gaussian_symmetric_matrix",
+    "gaussian_symmetric_matrix_record",
     "symmetric_noise_sigma",
 ]
 
@@ -40,29 +43,75 @@ def gaussian_calibration(sensitivity: float, dimension: int, budget: PrivacyBudg
                          calibration: str) -> dict[str, Any]:
     """The public calibration of an exact (ε, δ) Gaussian release of ``dimension`` values: its
     grid γ, the grid-inflated sensitivity, the integer variance s² and the noise sd γ·s that the
-    record states -- computed before any data (plans use it; :func:`_exact_gaussian` draws with
-    it)."""
-    grid, inflated, sd, cert = lattice_gaussian_sd(sensitivity, dimension, budget.eps,
-                                                   budget.delta, calibration)
+    record states -- computed before any data (the record builders use it; the mechanisms draw
+    with it). Cached: a plan and its fit ask for the same calibration."""
+    return dict(_calibration(float(sensitivity), int(dimension), budget.eps, budget.delta,
+                             calibration))
+
+
+@functools.lru_cache(maxsize=4096)
+def _calibration(sensitivity: float, dimension: int, eps: float, delta: float,
+                 calibration: str) -> dict[str, Any]:
+    grid, inflated, sd, cert = lattice_gaussian_sd(sensitivity, dimension, eps, delta,
+                                                   calibration)
     s2 = grid_variance(sd, grid)
-    return {"grid": grid, "sensitivity": inflated, "s2": s2,
-            "scale": grid * math.sqrt(float(s2)), "certificate": cert}
-
-
-def _exact_gaussian(values: np.ndarray, sensitivity: float, budget: PrivacyBudget,
-                    calibration: str, rng: Any) -> tuple[np.ndarray, dict[str, Any]]:
-    """γ·(round(values/γ) + N_Z(0, s²)): the (ε, δ) lattice Gaussian (docs/privacy.md)."""
-    d = int(values.size)
-    cal = gaussian_calibration(sensitivity, d, budget, calibration)
-    grid, inflated, s2, cert = cal["grid"], cal["sensitivity"], cal["s2"], cal["certificate"]
-    noisy = add_ints(to_grid(values, grid), discrete_gaussian(rng, s2, d))
-    actual = cal["scale"]
-    info = {"grid": grid, "sensitivity": inflated, "scale": actual,
-            "rho": inflated ** 2 / (2.0 * actual ** 2),
+    scale = grid * math.sqrt(float(s2))
+    return {"grid": grid, "sensitivity": inflated, "s2": s2, "scale": scale,
+            "rho": inflated ** 2 / (2.0 * scale ** 2), "certificate": cert,
             "note": (f"exact discrete Gaussian on grid 2^{math.frexp(grid)[1] - 1}; certified "
                      f"eps0 {cert.eps0:.6g}, lattice term a {cert.a:.3g}, tails {cert.tail:.3g}, "
                      f"delta bound {cert.delta_total:.6g}")}
-    return from_grid(noisy, grid), info
+
+
+def _public_fields(sensitivity: float | None, dimension: int, budget: PrivacyBudget,
+                   calibration: str) -> dict[str, Any]:
+    """The record fields the calibration fixes: all ``None`` when the sensitivity is not known
+    before the data (calibrated to a released value: a plan states only ε, δ and draws)."""
+    if sensitivity is None:
+        return {"sensitivity": None, "scale": None, "rho": None, "grid": None, "note": ""}
+    if sensitivity == 0:
+        return {"sensitivity": 0.0, "scale": 0.0, "rho": 0.0, "grid": None,
+                "note": "zero sensitivity: released unchanged"}
+    cal = gaussian_calibration(sensitivity, dimension, budget, calibration)
+    return {name: cal[name] for name in ("sensitivity", "scale", "rho", "grid", "note")}
+
+
+def gaussian_record(*, component: str, budget: PrivacyBudget, calibration: str, draws: int,
+                    sensitivity: float | None, label: str = "") -> SpendRecord:
+    """The record of one :func:`gaussian_release` of ``draws`` values with L2 sensitivity
+    ``sensitivity`` (``None``: calibrated to a released value, unknown to a plan). The one
+    builder of this record: the plans and the mechanism call it."""
+    fields = _public_fields(sensitivity, draws, budget, calibration)
+    return SpendRecord(
+        component=component, mechanism="gaussian", eps=budget.eps, delta=budget.delta,
+        sensitivity=fields["sensitivity"], sensitivity_norm="l2", noise="gaussian",
+        scale=fields["scale"], rho=fields["rho"], calibration=calibration, draws=draws,
+        note=join_notes(label, fields["note"]), grid=fields["grid"])
+
+
+def gaussian_symmetric_matrix_record(*, component: str, budget: PrivacyBudget,
+                                     calibration: str, p: int, sensitivity: float,
+                                     basis: str = "") -> SpendRecord:
+    """The record of one :func:`gaussian_symmetric_matrix` of a p x p matrix (q = p(p+1)/2
+    released values, Frobenius sensitivity ``sensitivity``). The one builder of this record."""
+    q = p * (p + 1) // 2
+    fields = _public_fields(sensitivity, q, budget, calibration)
+    return SpendRecord(
+        component=component, mechanism="gaussian_symmetric_matrix", eps=budget.eps,
+        delta=budget.delta, sensitivity=fields["sensitivity"], sensitivity_norm="frobenius",
+        noise="gaussian", scale=fields["scale"], rho=fields["rho"], calibration=calibration,
+        draws=q, note=join_notes("diagonal sd = scale, off-diagonal sd = scale/sqrt(2)",
+                                 fields["note"], basis),
+        grid=fields["grid"])
+
+
+def _exact_gaussian(values: np.ndarray, sensitivity: float, budget: PrivacyBudget,
+                    calibration: str, rng: Any) -> np.ndarray:
+    """γ·(round(values/γ) + N_Z(0, s²)): the (ε, δ) lattice Gaussian (docs/privacy.md)."""
+    d = int(values.size)
+    cal = gaussian_calibration(sensitivity, d, budget, calibration)
+    noisy = add_ints(to_grid(values, cal["grid"]), discrete_gaussian(rng, cal["s2"], d))
+    return from_grid(noisy, cal["grid"])
 
 
 def symmetric_noise_sigma(
@@ -95,27 +144,15 @@ def gaussian_symmetric_matrix(
 
     Releases the isometric vech (:func:`mat2vec`; q = p(p+1)/2 values, L2 sensitivity Δ) with
     the exact lattice Gaussian of :func:`gaussian_release` and lays it out with
-    :func:`vec2mat` (post-processing): diagonal sd σ, off-diagonal sd σ/√2 (SPEC §4.3).
+    :func:`vec2mat` (post-processing): diagonal sd σ, off-diagonal sd σ/√2 (SPEC §4.3). The
+    record is :func:`gaussian_symmetric_matrix_record`'s.
     """
     matrix = np.asarray(matrix, dtype=np.float64)
     p = matrix.shape[0]
-    q = p * (p + 1) // 2
-    out, info = _exact_gaussian(mat2vec(matrix), sensitivity, budget, calibration, rng)
-    record = SpendRecord(
-        component=component,
-        mechanism="gaussian_symmetric_matrix",
-        eps=budget.eps,
-        delta=budget.delta,
-        sensitivity=info["sensitivity"],
-        sensitivity_norm="frobenius",
-        noise="gaussian",
-        scale=info["scale"],
-        rho=info["rho"],
-        calibration=calibration,
-        draws=q,
-        note=join_notes("diagonal sd = scale, off-diagonal sd = scale/sqrt(2)", info["note"], basis),
-        grid=info["grid"],
-    )
+    record = gaussian_symmetric_matrix_record(component=component, budget=budget,
+                                              calibration=calibration, p=p,
+                                              sensitivity=sensitivity, basis=basis)
+    out = _exact_gaussian(mat2vec(matrix), sensitivity, budget, calibration, rng)
     return Release(vec2mat(out, p), record)
 
 
@@ -156,28 +193,12 @@ def gaussian_release(
     (0.1198717, True)
     """
     arr = np.asarray(value, dtype=np.float64)
-    if sensitivity == 0:
-        noisy: Any = float(arr) if arr.ndim == 0 else arr.copy()
-        info: dict[str, Any] = {"sensitivity": 0.0, "scale": 0.0, "rho": 0.0, "grid": None,
-                                "note": "zero sensitivity: released unchanged"}
-        draws = int(arr.size)  # the public number of draws (none were needed this time)
+    record = gaussian_record(component=component, budget=budget, calibration=calibration,
+                             draws=int(arr.size), sensitivity=sensitivity, label=label)
+    noisy: Any
+    if sensitivity == 0:  # the public number of draws is recorded (none were needed)
+        noisy = float(arr) if arr.ndim == 0 else arr.copy()
     else:
-        out, info = _exact_gaussian(arr.ravel(), sensitivity, budget, calibration, rng)
+        out = _exact_gaussian(arr.ravel(), sensitivity, budget, calibration, rng)
         noisy = float(out[0]) if arr.ndim == 0 else out.reshape(arr.shape)
-        draws = int(arr.size)
-    record = SpendRecord(
-        component=component,
-        mechanism="gaussian",
-        eps=budget.eps,
-        delta=budget.delta,
-        sensitivity=info["sensitivity"],
-        sensitivity_norm="l2",
-        noise="gaussian",
-        scale=info["scale"],
-        rho=info["rho"],
-        calibration=calibration,
-        draws=draws,
-        note=join_notes(label, info["note"]),
-        grid=info["grid"],
-    )
     return Release(noisy, record)

@@ -28,10 +28,13 @@ from dppca_dask.privacy.mechanisms.release import Release, join_notes
 
 __all__ = [
     "gaussian_histogram",
+    "gaussian_histogram_record",
     "geometric_histogram",
+    "geometric_histogram_record",
     "geometric_histogram_scale",
     "histogram_noise_sigma",
     "stability_histogram",
+    "stability_histogram_record",
     "stability_histogram_parameters",
 ]
 
@@ -49,6 +52,24 @@ def _as_counts(counts: Any, owner: str) -> np.ndarray:
     if not (np.isfinite(arr).all() and (arr >= 0).all() and (arr == np.rint(arr)).all()):
         raise ValueError(f"{owner} needs non-negative integer counts.")
     return arr
+
+
+def _histogram_variance(budget: PrivacyBudget, calibration: str) -> Fraction:
+    return grid_variance(math.sqrt(histogram_gaussian_variance(budget.eps, budget.delta,
+                                                               calibration)), 1.0)
+
+
+def gaussian_histogram_record(*, component: str, budget: PrivacyBudget, calibration: str,
+                              cells: int | None, label: str = "") -> SpendRecord:
+    """The record of one :func:`gaussian_histogram` of ``cells`` counts (L2 sensitivity √2,
+    the integer σ of :func:`histogram_noise_sigma`; ``cells`` ``None``: not stated). The one
+    builder of this record: the plans and the mechanism call it."""
+    sigma = math.sqrt(float(_histogram_variance(budget, calibration)))
+    return SpendRecord(
+        component=component, mechanism="gaussian_histogram", eps=budget.eps,
+        delta=budget.delta, sensitivity=math.sqrt(2.0), sensitivity_norm="l2", noise="gaussian",
+        scale=sigma, rho=1.0 / sigma**2, calibration=calibration, draws=cells or 0,
+        note=join_notes(label, "exact discrete Gaussian on integer counts"), grid=1.0)
 
 
 def gaussian_histogram(
@@ -69,26 +90,11 @@ def gaussian_histogram(
     ``counts``; normalising it is post-processing.
     """
     arr = _as_counts(counts, "gaussian_histogram")
-    s2 = grid_variance(math.sqrt(histogram_gaussian_variance(budget.eps, budget.delta,
-                                                             calibration)), 1.0)
+    record = gaussian_histogram_record(component=component, budget=budget,
+                                       calibration=calibration, cells=int(arr.size), label=label)
+    s2 = _histogram_variance(budget, calibration)
     noisy = add_ints(to_grid(arr, 1.0), discrete_gaussian(rng, s2, int(arr.size)))
     out = np.maximum(from_grid(noisy, 1.0), 0.0).reshape(arr.shape)
-    sigma = math.sqrt(float(s2))
-    record = SpendRecord(
-        component=component,
-        mechanism="gaussian_histogram",
-        eps=budget.eps,
-        delta=budget.delta,
-        sensitivity=math.sqrt(2.0),
-        sensitivity_norm="l2",
-        noise="gaussian",
-        scale=sigma,
-        rho=1.0 / sigma**2,
-        calibration=calibration,
-        draws=int(arr.size),
-        note=join_notes(label, "exact discrete Gaussian on integer counts"),
-        grid=1.0,
-    )
     return Release(out, record)
 
 
@@ -122,6 +128,19 @@ def stability_histogram_parameters(n: int, budget: PrivacyBudget) -> tuple[float
     return scale, _stability_threshold(budget.eps, budget.delta) / n
 
 
+def stability_histogram_record(*, component: str, budget: PrivacyBudget, cells: int | None,
+                               label: str = "") -> SpendRecord:
+    """The record of one :func:`stability_histogram` of ``cells`` counts (L1 sensitivity 2,
+    discrete Laplace scale b ≥ 2/ε, integer threshold T). The one builder of this record."""
+    return SpendRecord(
+        component=component, mechanism="stability_histogram", eps=budget.eps,
+        delta=budget.delta, sensitivity=2.0, sensitivity_norm="l1", noise="laplace",
+        scale=float(_stability_scale(budget.eps)), draws=cells or 0,
+        note=join_notes(label, f"counts; threshold {_stability_threshold(budget.eps, budget.delta)}"
+                        " counts; exact discrete Laplace, one draw per cell"),
+        grid=1.0)
+
+
 def stability_histogram(
     counts: np.ndarray,
     *,
@@ -142,26 +161,13 @@ def stability_histogram(
     counts divided by n (unnormalised proportions, post-processing; it may be all zero).
     """
     arr = _as_counts(counts, "stability_histogram")
+    record = stability_histogram_record(component=component, budget=budget,
+                                        cells=int(arr.size), label=label)
     ints = to_grid(arr, 1.0)
     threshold = _stability_threshold(budget.eps, budget.delta)
-    scale = _stability_scale(budget.eps)
-    noisy = add_ints(ints, discrete_laplace(rng, scale, int(arr.size)))
+    noisy = add_ints(ints, discrete_laplace(rng, _stability_scale(budget.eps), int(arr.size)))
     keep = (ints > 0) & (noisy >= threshold)
     out = np.where(keep, from_grid(noisy, 1.0), 0.0) / n
-    record = SpendRecord(
-        component=component,
-        mechanism="stability_histogram",
-        eps=budget.eps,
-        delta=budget.delta,
-        sensitivity=2.0,
-        sensitivity_norm="l1",
-        noise="laplace",
-        scale=float(scale),
-        draws=int(arr.size),
-        note=join_notes(label, f"counts; threshold {threshold} counts; exact discrete Laplace, one "
-                          "draw per cell"),
-        grid=1.0,
-    )
     return Release(out.reshape(arr.shape), record)
 
 
@@ -177,6 +183,22 @@ def geometric_histogram_scale(eps: float) -> Fraction:
     if not (eps > 0 and math.isfinite(eps)):
         raise ValueError(f"The geometric histogram needs a positive finite epsilon. Got {eps!r}.")
     return round_up_rational(Fraction(2) / Fraction(eps))
+
+
+def geometric_histogram_record(*, component: str, eps: float, cells: int | None,
+                               label: str = "", projected: bool = True) -> SpendRecord:
+    """The record of one :func:`geometric_histogram` of ``cells`` counts (pure ε, L1
+    sensitivity 2, scale :func:`geometric_histogram_scale`; ``projected``: onto a public total).
+    The one builder of this record: the plans and the mechanism call it."""
+    post = ("projected onto counts >= 0 summing to the public total (post-processing)"
+            if projected else "negative counts clipped to 0 (post-processing)")
+    return SpendRecord(
+        component=component, mechanism="geometric_histogram", eps=eps, delta=0.0,
+        sensitivity=2.0, sensitivity_norm="l1", noise="geometric",
+        scale=float(geometric_histogram_scale(eps)), draws=cells or 0,
+        note=join_notes(label, "counts; exact two-sided geometric (discrete Laplace) noise, one "
+                        f"draw per cell; {post}"),
+        grid=1.0)
 
 
 def geometric_histogram(
@@ -223,24 +245,10 @@ def geometric_histogram(
     values = from_grid(noisy, 1.0)
     if total is None:
         out = np.maximum(values, 0.0).reshape(arr.shape)
-        post = "negative counts clipped to 0 (post-processing)"
     else:
         out = _project_to_total(values, int(total)).reshape(arr.shape)
-        post = "projected onto counts >= 0 summing to the public total (post-processing)"
-    record = SpendRecord(
-        component=component,
-        mechanism="geometric_histogram",
-        eps=eps,
-        delta=0.0,
-        sensitivity=2.0,
-        sensitivity_norm="l1",
-        noise="geometric",
-        scale=float(scale),
-        draws=int(arr.size),
-        note=join_notes(label, "counts; exact two-sided geometric (discrete Laplace) noise, one "
-                          f"draw per cell; {post}"),
-        grid=1.0,
-    )
+    record = geometric_histogram_record(component=component, eps=eps, cells=int(arr.size),
+                                        label=label, projected=total is not None)
     return Release(out, record)
 
 

@@ -23,9 +23,36 @@ from dppca_dask.privacy.mechanisms.release import Release, join_notes
 
 __all__ = [
     "SMOOTH_GRID",
+    "laplace_record",
     "laplace_release",
     "smooth_laplace",
+    "smooth_laplace_record",
 ]
+
+
+def _laplace_calibration(sensitivity: float, draws: int, eps: float) -> tuple[float, Fraction]:
+    """The public grid γ and the grid-unit scale b ≥ (Δ/γ + d)/ε (exact) of :func:`laplace_release`."""
+    if not (sensitivity > 0 and math.isfinite(sensitivity)):
+        raise ValueError(f"The Laplace mechanism needs a positive finite sensitivity. "
+                         f"Got {sensitivity!r}.")
+    d = max(draws, 1)
+    grid = public_grid(sensitivity, d, "l1")
+    return grid, round_up_rational((Fraction(sensitivity) / Fraction(grid) + d) / Fraction(eps))
+
+
+def laplace_record(*, component: str, eps: float, draws: int, sensitivity: float,
+                   label: str = "") -> SpendRecord:
+    """The record of one :func:`laplace_release` of ``draws`` values with L1 sensitivity
+    ``sensitivity``: the grid-inflated sensitivity Δ + γ·d and the scale γ·b ≈ Δ/ε (the one
+    builder of this record: the plans and the mechanism call it)."""
+    grid, scale = _laplace_calibration(sensitivity, draws, eps)
+    grid_sens = Fraction(sensitivity) / Fraction(grid) + max(draws, 1)
+    return SpendRecord(
+        component=component, mechanism="laplace", eps=eps, delta=0.0,
+        sensitivity=float(grid_sens * Fraction(grid)), sensitivity_norm="l1", noise="laplace",
+        scale=float(scale * Fraction(grid)), draws=draws,
+        note=join_notes(label, f"exact discrete Laplace on grid 2^{math.frexp(grid)[1] - 1}"),
+        grid=grid)
 
 
 def laplace_release(
@@ -52,33 +79,29 @@ def laplace_release(
     (4.0, 3)
     """
     arr = np.asarray(values, dtype=np.float64)
-    if not (sensitivity > 0 and math.isfinite(sensitivity)):
-        raise ValueError(f"The Laplace mechanism needs a positive finite sensitivity. "
-                         f"Got {sensitivity!r}.")
-    d = max(int(arr.size), 1)
-    grid = public_grid(sensitivity, d, "l1")
-    grid_sens = Fraction(sensitivity) / Fraction(grid) + d
-    scale = round_up_rational(grid_sens / Fraction(eps))
+    record = laplace_record(component=component, eps=eps, draws=int(arr.size),
+                            sensitivity=sensitivity, label=label)
+    grid, scale = _laplace_calibration(sensitivity, int(arr.size), eps)
     noisy = add_ints(to_grid(arr, grid), discrete_laplace(rng, scale, int(arr.size)))
-    record = SpendRecord(
-        component=component,
-        mechanism="laplace",
-        eps=eps,
-        delta=0.0,
-        sensitivity=float(grid_sens * Fraction(grid)),
-        sensitivity_norm="l1",
-        noise="laplace",
-        scale=float(scale * Fraction(grid)),
-        draws=int(arr.size),
-        note=join_notes(label, f"exact discrete Laplace on grid 2^{math.frexp(grid)[1] - 1}"),
-        grid=grid,
-    )
     return Release(from_grid(noisy, grid).reshape(arr.shape), record)
 
 
 SMOOTH_GRID = 2.0 ** -40
 """Default public grid of :func:`smooth_laplace` (its scale is data-dependent, so the grid
 cannot be derived from it)."""
+
+
+def smooth_laplace_record(*, component: str, budget: PrivacyBudget, label: str = "",
+                          grid: float = SMOOTH_GRID) -> SpendRecord:
+    """The record of one :func:`smooth_laplace` (its sensitivity and scale are data-dependent
+    and not recorded; one draw). The one builder of this record."""
+    return SpendRecord(
+        component=component, mechanism="smooth_sensitivity_laplace", eps=budget.eps,
+        delta=budget.delta, sensitivity=None, sensitivity_norm="smooth", noise="laplace",
+        scale=None, draws=1,
+        note=join_notes(label, "sensitivity and scale are data-dependent (smooth sensitivity) and "
+                        "not recorded; exact discrete Laplace"),
+        grid=grid)
 
 
 def smooth_laplace(
@@ -107,18 +130,5 @@ def smooth_laplace(
     scale = 2 * (Fraction(smooth_sensitivity) + Fraction(grid)) / Fraction(budget.eps)
     noisy = add_ints(to_grid(np.array([value]), grid),
                      discrete_laplace(rng, scale / Fraction(grid), 1))
-    record = SpendRecord(
-        component=component,
-        mechanism="smooth_sensitivity_laplace",
-        eps=budget.eps,
-        delta=budget.delta,
-        sensitivity=None,
-        sensitivity_norm="smooth",
-        noise="laplace",
-        scale=None,
-        draws=1,
-        note=join_notes(label, "sensitivity and scale are data-dependent (smooth sensitivity) and "
-                          "not recorded; exact discrete Laplace"),
-        grid=grid,
-    )
+    record = smooth_laplace_record(component=component, budget=budget, label=label, grid=grid)
     return Release(float(from_grid(noisy, grid)[0]), record)

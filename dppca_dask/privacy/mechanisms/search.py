@@ -16,8 +16,22 @@ from dppca_dask.privacy.mechanisms.release import Release
 
 __all__ = [
     "above_threshold",
+    "above_threshold_record",
     "exponential_mechanism",
+    "exponential_mechanism_record",
 ]
+
+
+def above_threshold_record(*, component: str, eps: float, steps: int | None,
+                           label: str = "") -> SpendRecord:
+    """The record of one :func:`above_threshold` on a grid of ``steps`` counts (count
+    sensitivity 1, Exp scale 2/ε; draws: the public upper bound ``steps + 1``, 0 where a plan
+    does not state the grid). The one builder of this record: the plans and the mechanism
+    call it."""
+    return SpendRecord(
+        component=component, mechanism="durfee_above_threshold", eps=eps, delta=0.0,
+        sensitivity=1.0, sensitivity_norm="count", noise="exponential", scale=2.0 / eps,
+        draws=0 if steps is None else steps + 1, note=label)
 
 
 def above_threshold(
@@ -48,19 +62,19 @@ def above_threshold(
         if float(count) + float(rng.exponential(scale)) >= noisy_threshold:
             index, capped = i, False
             break
-    record = SpendRecord(
-        component=component,
-        mechanism="durfee_above_threshold",
-        eps=eps,
-        delta=0.0,
-        sensitivity=1.0,
-        sensitivity_norm="count",
-        noise="exponential",
-        scale=scale,
-        draws=len(counts) + 1,  # the public upper bound: the steps tried follow the released index
-        note=label,
-    )
+    record = above_threshold_record(component=component, eps=eps, steps=len(counts), label=label)
     return Release((index, capped), record)
+
+
+def exponential_mechanism_record(*, component: str, epsilon: float, sensitivity: float,
+                                 size: int, note: str = "") -> SpendRecord:
+    """The record of one :func:`exponential_mechanism` over ``size`` candidates (ρ = ε²/8,
+    Gumbel scale 2Δ/ε). The one builder of this record."""
+    return SpendRecord(
+        component=component, mechanism="exponential_mechanism", eps=0.0, delta=0.0,
+        sensitivity=sensitivity, sensitivity_norm="score", noise="gumbel",
+        scale=2.0 * sensitivity / epsilon, rho=epsilon * epsilon / 8.0, calibration="zcdp",
+        draws=size, note=(f"epsilon = {epsilon!r} (pure DP). " + note).strip())
 
 
 def exponential_mechanism(
@@ -98,10 +112,7 @@ def exponential_mechanism(
     draws = np.asarray(rng.exponential(1.0, size=scores.size), dtype=np.float64)
     gumbel = -np.log(np.maximum(draws, np.finfo(np.float64).tiny))
     index = int(np.argmax(epsilon * scores / (2.0 * sensitivity) + gumbel))
-    record = SpendRecord(
-        component=component, mechanism="exponential_mechanism", eps=0.0, delta=0.0,
-        sensitivity=sensitivity, sensitivity_norm="score", noise="gumbel",
-        scale=2.0 * sensitivity / epsilon, rho=epsilon * epsilon / 8.0, calibration="zcdp",
-        draws=int(scores.size), note=(f"epsilon = {epsilon!r} (pure DP). " + note).strip(),
-    )
+    record = exponential_mechanism_record(component=component, epsilon=epsilon,
+                                          sensitivity=sensitivity, size=int(scores.size),
+                                          note=note)
     return Release(index, record)

@@ -28,7 +28,9 @@ from dppca_dask.privacy.mechanisms.vech import mat2vec, vec2mat
 
 __all__ = [
     "gaussian_zcdp",
+    "gaussian_zcdp_record",
     "gaussian_zcdp_symmetric",
+    "gaussian_zcdp_symmetric_record",
 ]
 
 
@@ -41,17 +43,52 @@ def _zcdp_sigma(sensitivity: float, rho: float) -> float:
     return sensitivity / math.sqrt(2.0 * rho)
 
 
-def _exact_gaussian_zcdp(values: np.ndarray, sensitivity: float, rho: float,
-                         rng: Any) -> tuple[np.ndarray, dict[str, Any]]:
-    """γ·(round(values/γ) + N_Z(0, s²)), s² ≥ (Δ/γ + √d)²/(2ρ): at most ρ-zCDP (CKS Thm 14)."""
+def _zcdp_calibration(sensitivity: float, rho: float, draws: int) -> dict[str, Any]:
+    """The public grid γ, the inflated sensitivity and the integer variance
+    s² ≥ (Δ/γ + √d)²/(2ρ) of a zCDP lattice Gaussian of ``draws`` values (CKS Thm 14)."""
     _zcdp_sigma(sensitivity, rho)
-    d = int(values.size)
-    grid, inflated = rounded_l2_sensitivity(sensitivity, d)
+    grid, inflated = rounded_l2_sensitivity(sensitivity, draws)
     s2 = round_up_rational((Fraction(inflated) / Fraction(grid)) ** 2 / (2 * Fraction(rho)))
-    noisy = add_ints(to_grid(values, grid), discrete_gaussian(rng, s2, d))
-    info = {"grid": grid, "sensitivity": inflated, "scale": grid * math.sqrt(float(s2)),
+    return {"grid": grid, "sensitivity": inflated, "s2": s2,
+            "scale": grid * math.sqrt(float(s2)),
             "note": f"exact discrete Gaussian on grid 2^{math.frexp(grid)[1] - 1}"}
-    return from_grid(noisy, grid), info
+
+
+def _exact_gaussian_zcdp(values: np.ndarray, sensitivity: float, rho: float,
+                         rng: Any) -> np.ndarray:
+    """γ·(round(values/γ) + N_Z(0, s²)): at most ρ-zCDP (CKS Thm 14)."""
+    d = int(values.size)
+    cal = _zcdp_calibration(sensitivity, rho, d)
+    noisy = add_ints(to_grid(values, cal["grid"]), discrete_gaussian(rng, cal["s2"], d))
+    return from_grid(noisy, cal["grid"])
+
+
+def _zcdp_record(mechanism: str, norm: str, component: str, sensitivity: float | None,
+                 rho: float, draws: int, note: str) -> SpendRecord:
+    cal: dict[str, Any] = ({"grid": None, "sensitivity": None, "scale": None, "note": ""}
+                           if sensitivity is None else _zcdp_calibration(sensitivity, rho, draws))
+    return SpendRecord(
+        component=component, mechanism=mechanism, eps=0.0, delta=0.0,
+        sensitivity=cal["sensitivity"], sensitivity_norm=norm, noise="gaussian",
+        scale=cal["scale"], rho=rho, calibration="zcdp", draws=draws,
+        note=join_notes(note, cal["note"]), grid=cal["grid"])
+
+
+def gaussian_zcdp_record(*, component: str, rho: float, draws: int,
+                         sensitivity: float | None, note: str = "") -> SpendRecord:
+    """The record of one :func:`gaussian_zcdp` of ``draws`` values with L2 sensitivity
+    ``sensitivity`` (``None``: not stated by a plan). The one builder of this record: the plans
+    and the mechanism call it."""
+    return _zcdp_record("gaussian_zcdp", "l2", component, sensitivity, rho, draws, note)
+
+
+def gaussian_zcdp_symmetric_record(*, component: str, rho: float, p: int,
+                                   sensitivity: float | None, note: str = "") -> SpendRecord:
+    """The record of one :func:`gaussian_zcdp_symmetric` of a p x p matrix (q = p(p+1)/2
+    values, Frobenius sensitivity). The one builder of this record."""
+    return _zcdp_record("gaussian_zcdp_symmetric", "frobenius", component, sensitivity, rho,
+                        p * (p + 1) // 2, join_notes(
+                            "diagonal sd = scale, off-diagonal sd = scale/sqrt(2)", note))
 
 
 def gaussian_zcdp(
@@ -81,14 +118,9 @@ def gaussian_zcdp(
     True
     """
     arr = np.asarray(value, dtype=np.float64)
-    out, info = _exact_gaussian_zcdp(arr.ravel(), sensitivity, rho, rng)
-    noisy = out.reshape(arr.shape)
-    record = SpendRecord(
-        component=component, mechanism="gaussian_zcdp", eps=0.0, delta=0.0,
-        sensitivity=info["sensitivity"], sensitivity_norm="l2", noise="gaussian",
-        scale=info["scale"], rho=rho, calibration="zcdp", draws=int(arr.size),
-        note=join_notes(note, info["note"]), grid=info["grid"],
-    )
+    record = gaussian_zcdp_record(component=component, rho=rho, draws=int(arr.size),
+                                  sensitivity=sensitivity, note=note)
+    noisy = _exact_gaussian_zcdp(arr.ravel(), sensitivity, rho, rng).reshape(arr.shape)
     return Release(float(noisy) if noisy.ndim == 0 else noisy, record)
 
 
@@ -108,13 +140,7 @@ def gaussian_zcdp_symmetric(
     """
     matrix = np.asarray(matrix, dtype=np.float64)
     p = matrix.shape[0]
-    q = p * (p + 1) // 2
-    out, info = _exact_gaussian_zcdp(mat2vec(matrix), sensitivity, rho, rng)
-    record = SpendRecord(
-        component=component, mechanism="gaussian_zcdp_symmetric", eps=0.0, delta=0.0,
-        sensitivity=info["sensitivity"], sensitivity_norm="frobenius", noise="gaussian",
-        scale=info["scale"], rho=rho, calibration="zcdp", draws=q,
-        note=join_notes("diagonal sd = scale, off-diagonal sd = scale/sqrt(2)", info["note"]),
-        grid=info["grid"],
-    )
+    record = gaussian_zcdp_symmetric_record(component=component, rho=rho, p=p,
+                                            sensitivity=sensitivity)
+    out = _exact_gaussian_zcdp(mat2vec(matrix), sensitivity, rho, rng)
     return Release(vec2mat(out, p), record)
