@@ -51,6 +51,8 @@ from tests.helpers import (
     write_loopback_data,
 )
 
+pytestmark = pytest.mark.xdist_group("processes")  # `pytest -n`: these run in turn
+
 N_ROWS, BLOCK_ROWS = LOOPBACK_ROWS, LOOPBACK_BLOCK_ROWS
 DASK = [sys.executable, "-m", "dask"]  # the `dask` CLI of this interpreter
 WAIT = 60.0  # upper bound of every wait below, in seconds

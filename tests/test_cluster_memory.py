@@ -8,6 +8,8 @@ from dppca_dask import ClusterError
 from dppca_dask.pipeline.cluster import connect
 from dppca_dask.pipeline.cluster_config import LocalClusterConfig
 
+pytestmark = pytest.mark.xdist_group("processes")  # `pytest -n`: these run in turn
+
 
 def test_local_cluster__memory_limit_below_an_idle_worker_is_a_clear_error():
     cfg = LocalClusterConfig(kind="local", n_workers=1, memory_limit="320MiB")

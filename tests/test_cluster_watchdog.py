@@ -18,6 +18,8 @@ from dppca_dask.pipeline.cluster_config import (
     LocalClusterConfig,
 )
 
+pytestmark = pytest.mark.xdist_group("processes")  # `pytest -n`: these run in turn
+
 
 def _blocked(x, seconds):
     time.sleep(seconds)

@@ -21,6 +21,8 @@ import zarr
 
 from dppca_dask import InputError, dp_pca, dp_score, privacy_control
 
+pytestmark = pytest.mark.xdist_group("processes")  # `pytest -n`: these run in turn
+
 PRIV = privacy_control(eps=1.0, delta=1e-5)
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "faults.py"
 
@@ -112,8 +114,9 @@ def test_churn__a_worker_killed_every_3_s_leaves_the_release_bit_identical(tmp_p
     data = tmp_path / "data.zarr"
     faults.write_data(data, faults.CHURN_ROWS)
     reference = faults.reference_release(tmp_path, data)
-    outcomes = faults.churn_runs(tmp_path, data, reference, repeat=10, every=3.0)
+    # 5 churned runs (the benchmark, benchmarks/faults.py, runs 10 and prints the table)
+    outcomes = faults.churn_runs(tmp_path, data, reference, repeat=5, every=3.0)
     same = [o for o in outcomes if o.outcome == "identical release"]
     assert all(o.ledger == ["reserve", "release"] for o in same)
-    assert len(same) >= 9, "\n".join(o.row() for o in outcomes)
-    assert sum(o.kills for o in outcomes) >= 10, "the runs ended before the churn hit them"
+    assert len(same) >= 4, "\n".join(o.row() for o in outcomes)
+    assert sum(o.kills for o in outcomes) >= 5, "the runs ended before the churn hit them"

@@ -37,7 +37,7 @@ from tests.helpers import (
     write_loopback_data,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("processes")]  # -n: in turn
 
 ROOT = Path(__file__).resolve().parents[1]
 N_ROWS, BLOCK_ROWS = LOOPBACK_ROWS, LOOPBACK_BLOCK_ROWS

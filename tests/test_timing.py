@@ -30,6 +30,8 @@ from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.mechanisms import gaussian_release, laplace_release
 from dppca_dask.privacy.rng import as_rng
 
+pytestmark = pytest.mark.xdist_group("processes")  # `pytest -n`: these run in turn
+
 N = 16000
 Z = 4.89  # two-sided normal quantile at 1e-6
 
