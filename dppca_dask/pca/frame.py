@@ -25,12 +25,13 @@ c_x, c_y, S_x, Q_x, S_y, Q_y; legacy: median x, median y, radius.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import dask.array as da
 import numpy as np
 
-from dppca_dask.errors import BudgetError
+from dppca_dask.errors import BudgetError, UtilityWarning
 from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.kernels.scores import center_counts, project, radius_counts
@@ -95,6 +96,46 @@ def _check_radius(radius: float, axis: str | None, lims: tuple[float, float]) ->
         raise BudgetError(
             f"The private frame radius{where} is not positive. Try a larger privacy budget."
         )
+
+
+def _check_resolution(frame: Frame, labels: tuple[str, str], floor: float, beta: float,
+                      capped: tuple[bool, bool] = (False, False)) -> None:
+    """Warn (:class:`~dppca_dask.errors.UtilityWarning`) when the released frame shows that the
+    public grids do not fit the scores -- post-processing of the released values only.
+
+    The grids are fixed in score units (docs/design/frame.md): a durfee radius within 5 steps
+    of the grid's first point ``floor`` (the capped frame's scale at its coarse grid's first
+    point) means a spread the grid does not resolve, so the frame is too wide; a centre far from 0 is resolved to 1 % of |c| only, and a capped radius within 1.5 x
+    the median distance S means the scores sit at one distance from a centre that missed them
+    (a Gaussian gives about 4 x S); a capped search that reached its cap U·S clamps a heavy
+    tail. benchmarks/heldout.py measures each case."""
+    for a in range(2):
+        axis = f"{_AXES[a]} axis ({labels[a]})"
+        # capped: S at the coarse grid's first point; durfee: r within 5 fine steps of 0
+        spread, limit = ((frame.scale[a], floor) if frame.scale is not None
+                         else (frame.radius[a], 5 * floor))
+        if spread <= limit * (1 + 1e-12):
+            warnings.warn(
+                f"The private frame's {axis}: the search stopped at {spread:.3g}, within "
+                f"{limit / floor:.0f} step(s) of its grid's first point ({floor:.3g} in score "
+                "units), so the scores' spread is probably far smaller than the grid resolves "
+                "and the frame far too wide. The grids are in the data's units: rescale the "
+                "data by a public factor (e.g. to about unit spread) and rerun.",
+                UtilityWarning, stacklevel=4)
+        centre = frame.center[a]
+        if (beta - 1.0) * abs(centre) > frame.radius[a] / 10:  # resolution > 10 % of r
+            warnings.warn(
+                f"The private frame's {axis}: the centre {centre:.6g} is far from 0 against "
+                f"the radius {frame.radius[a]:.3g}; the centre search resolves it to "
+                f"{100 * (beta - 1):.2g} % of |c| only, so the frame may be off-centre and "
+                "wide. Subtract a public location (e.g. a known mean) from the data and rerun.",
+                UtilityWarning, stacklevel=4)
+        if capped[a]:
+            warnings.warn(
+                f"The private frame's {axis}: the capped radius search reached its cap "
+                f"{CAPPED_SPAN:g} x the scale (a heavy tail), so more than "
+                f"{100 * (1 - CAPPED_QUANTILE):.2g} % of the scores may lie outside the frame "
+                "and be counted in the edge cells.", UtilityWarning, stacklevel=4)
 
 
 def durfee_frame(
@@ -180,6 +221,7 @@ def durfee_frame_stage(
     frame = Frame("durfee", (centers[0], centers[1]), (radii[0], radii[1]))
     for a in range(2):
         _check_radius(radii[a], _AXES[a], frame.limits(a))
+    _check_resolution(frame, labels, float(grid[0]), beta)
     return frame, tuple(records)
 
 
@@ -208,7 +250,7 @@ def capped_frame_stage(
                                                 labels=labels, beta=beta)
     (dist,) = yield (row_block_sum(x, radius_counts, directions, np.array(centers), grid,
                                    name="score-radius-counts"),)
-    radii, scales = [], []
+    radii, scales, capped = [], [], []
     for a in range(2):
         scale = upper_from_counts(
             dist[a][coarse], grid[coarse], n=n, q=CAPPED_SCALE_QUANTILE,
@@ -224,11 +266,13 @@ def capped_frame_stage(
                   f"capped at {CAPPED_SPAN:g} x the scale")
         radii.append(search.value)
         scales.append(scale.value)
+        capped.append(search.capped)
         records.extend(scale.records + search.records)
     frame = Frame("capped", (centers[0], centers[1]), (radii[0], radii[1]),
                   scale=(scales[0], scales[1]))
     for a in range(2):
         _check_radius(radii[a], _AXES[a], frame.limits(a))
+    _check_resolution(frame, labels, float(grid[coarse][0]), beta, (capped[0], capped[1]))
     return frame, tuple(records)
 
 
