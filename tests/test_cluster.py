@@ -384,9 +384,12 @@ def test_run__all_workers_killed_mid_pass_is_one_error_line_and_a_refund(tmp_pat
             seen = _wait_until(lambda: _mid_pass(monitor) or proc.poll() is not None,
                                "the Kendall pass to start")
             assert isinstance(seen, str), _finish(proc)
-            for worker in procs.procs[1:]:
-                _kill_group(worker)  # the nanny too: nothing restarts it
+            for worker in procs.procs[1:]:  # SIGKILL to every group at once: a SIGTERM'd
+                with contextlib.suppress(ProcessLookupError):  # worker retires gracefully
+                    os.killpg(worker.pid, signal.SIGKILL)  # while the other ends the pass
             killed = time.monotonic()
+            for worker in procs.procs[1:]:
+                _kill_group(worker)  # reaped (the nanny too: nothing restarts it)
             code, out = _finish(proc, timeout=timeout + 30)
             elapsed = time.monotonic() - killed
         finally:
