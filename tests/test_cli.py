@@ -235,7 +235,8 @@ def test_cli_demo__runs_on_the_embedded_cluster(tmp_path):
 @pytest.mark.usefixtures("undrawn")
 def test_cli_plan_and_run__pairs_blocks_from_config(tmp_path, dataset):
     data, x = dataset
-    cfg = _config(tmp_path, data, loading={"pairs": "blocks", "pair_block": 64})
+    cfg = _config(tmp_path, data, loading={"pairs": "blocks", "pair_block": 64,
+                                           "sensitivity": "seed"})
     result = CliRunner().invoke(main, ["plan", str(cfg)])
     assert result.exit_code == 0, result.output
     assert "pairs within 5 groups of <= 64 consecutive rows" in result.output
@@ -247,6 +248,14 @@ def test_cli_plan_and_run__pairs_blocks_from_config(tmp_path, dataset):
     _, expected = ordered_eigh(spherical_kendall(x, pairs="blocks", pair_block=64).values)
     signs = np.sign(np.einsum("ij,ij->j", fit.directions.values, expected))
     np.testing.assert_allclose(fit.directions.values * signs, expected, atol=1e-9)
+
+
+def test_cli_plan__a_config_without_the_keys_gets_the_recommended_noise(tmp_path, dataset):
+    data, _ = dataset
+    planned = CliRunner().invoke(main, ["plan", str(_config(tmp_path, data))])
+    assert planned.exit_code == 0, planned.output
+    assert "calibration: analytic" in planned.output and "sensitivity: tight" in planned.output
+    assert "(analytic)" in planned.output
 
 
 @pytest.mark.usefixtures("undrawn")

@@ -90,7 +90,7 @@ def test_cli__one_line_warning_and_strict_refusal(tmp_path):
 
     store = write_demo_dataset(str(tmp_path / "gau.zarr"), n_per_group=40)
     cfg = {"input": {"path": store, "array": "X"}, "task": "loading",
-           "privacy": {"eps": 10.0, "delta": 1e-5},
+           "privacy": {"eps": 10.0, "delta": 1e-5}, "loading": {"calibration": "classical"},
            "output": {"directory": str(tmp_path / "out"), "formats": ["zarr"]}}
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(cfg))

@@ -33,6 +33,8 @@ def run_config(tmp_path):
         cfg = {
             "input": {"path": str(data), "array": "X"},
             "privacy": {"eps": 1.0, "delta": 1e-6},
+            # the seed's calibration: the tight figures below are those of its sigma
+            "loading": {"calibration": "classical", "sensitivity": "seed"},
             "cluster": {"kind": "local", "n_workers": 1, "processes": False},
             "output": {"directory": str(tmp_path / directory)},
             "budget_ledger": {"cap": cap} if cap else {},

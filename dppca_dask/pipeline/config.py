@@ -135,8 +135,8 @@ class _KendallOptions(_Model):
 
     cpp_option: bool = True
     non_private: bool = False
-    calibration: Literal["classical", "analytic"] = "classical"
-    sensitivity: Literal["seed", "tight"] = "seed"
+    calibration: Literal["classical", "analytic"] = "analytic"  # recommended; the seed: classical
+    sensitivity: Literal["seed", "tight"] = "tight"  # recommended; the seed: seed (4/n)
     block_rows: PositiveInt | None = None
     pairs: Literal["all", "blocks", "auto"] = "auto"
     """Kendall pairs: ``auto`` (the CLI default) = all pairs while n(n-1)/2 * p is at most
