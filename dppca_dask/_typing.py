@@ -32,6 +32,7 @@ __all__ = [
     "RngLike",
     "ScoreMethod",
     "ScreeMethod",
+    "Preset",
     "Sensitivity",
 ]
 
@@ -49,6 +50,8 @@ ScoreMethod: TypeAlias = Literal["add", "sparse", "geometric"]
 FrameMethod: TypeAlias = Literal["durfee", "capped", "smooth"]
 Calibration: TypeAlias = Literal["classical", "analytic"]
 Sensitivity: TypeAlias = Literal["seed", "tight"]
+Preset: TypeAlias = Literal["recommended", "seed"]
+"""Where the options left at ``None`` come from (:data:`dppca_dask.pca.options.PRESETS`)."""
 Pairs: TypeAlias = Literal["all", "blocks"]
 PairsOption: TypeAlias = Literal["all", "blocks", "auto"]
 """``"auto"``: all pairs while the all-pairs work is small, blocks above (from n and p only)."""

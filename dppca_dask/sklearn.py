@@ -170,8 +170,10 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     scree_control
         Its control (:func:`~dppca_dask.clipped_control` ...; its data-scale parameters, such
         as ``C_clip``, are required).
-    center, mono, calibration, sensitivity, cpp_option, pairs, pair_block
-        As for :func:`~dppca_dask.dp_scree`.
+    center, mono, calibration, sensitivity, preset, cpp_option, pairs, pair_block
+        As for :func:`~dppca_dask.dp_scree`: ``calibration`` and ``sensitivity`` default to the
+        preset's, ``preset="recommended"`` (analytic, tight); ``preset="seed"`` gives the R
+        package's classical calibration and 4/n.
     random_state
         The package's ``rng``: ``None`` (default), an int, a SeedSequence or a Generator.
     ledger
@@ -211,8 +213,9 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         scree_control: Any = None,
         center: Any = "private",
         mono: bool = True,
-        calibration: str = "classical",
-        sensitivity: str = "seed",
+        calibration: str | None = None,
+        sensitivity: str | None = None,
+        preset: str = "recommended",
         cpp_option: bool = True,
         pairs: str = "all",
         pair_block: int = DEFAULT_PAIR_BLOCK,
@@ -229,6 +232,7 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.mono = mono
         self.calibration = calibration
         self.sensitivity = sensitivity
+        self.preset = preset
         self.cpp_option = cpp_option
         self.pairs = pairs
         self.pair_block = pair_block
@@ -271,7 +275,8 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         options: dict[str, Any] = {
             "method": method, "control": self.scree_control, "mono": self.mono,
             "cpp_option": self.cpp_option, "calibration": self.calibration,
-            "center": self.center, "sensitivity": self.sensitivity, "pairs": self.pairs,
+            "center": self.center, "sensitivity": self.sensitivity, "preset": self.preset,
+            "pairs": self.pairs,
             "pair_block": self.pair_block, "ledger": self.ledger,
         }
         result = dp_scree(data, privacy=privacy, k=k, rng=rng, **options)

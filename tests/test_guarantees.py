@@ -43,15 +43,17 @@ def test_classical_exact_eps__solves_the_exact_privacy_curve(eps, delta):
 
 def test_classical_at_eps_10__warns_with_the_exact_eps():
     with pytest.warns(PrivacyWarning, match=r"exact eps = 10\.39\d* at delta = 1e-05, not 10"):
-        dp_loading(X, privacy=privacy_control(eps=10, delta=1e-5), rng=1)
+        dp_loading(X, privacy=privacy_control(eps=10, delta=1e-5), rng=1, calibration="classical")
 
 
 def test_analytic_or_a_passing_check__no_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error", PrivacyWarning)
         dp_loading(X, privacy=privacy_control(eps=10, delta=1e-5), rng=1, calibration="analytic")
-        dp_loading(X, privacy=privacy_control(eps=0.9, delta=1e-5), rng=1)
-        dp_loading(X, privacy=privacy_control(eps=3, delta=1e-5), rng=1)  # exact eps 2.53
+        dp_loading(X, privacy=privacy_control(eps=0.9, delta=1e-5), rng=1,
+                   calibration="classical")
+        dp_loading(X, privacy=privacy_control(eps=3, delta=1e-5), rng=1,  # exact eps 2.53
+                   calibration="classical")
 
 
 def test_delta_at_least_one_over_n__warns():
@@ -63,11 +65,11 @@ def test_every_estimator_warns_before_reading_data(tmp_path):
     missing = tmp_path / "nothing.zarr"  # warnings come from the plan; data errors come after
     pc = privacy_control(eps=40, delta=1e-5)  # loading gets >= 13: the classical check fails
     with pytest.warns(PrivacyWarning, match="calibration='classical'"):
-        dp_scree(X, privacy=pc, control=clipped_control(C_clip=30), rng=1)
+        dp_scree(X, privacy=pc, control=clipped_control(C_clip=30), rng=1, preset="seed")
     with pytest.warns(PrivacyWarning, match="calibration='classical'"):
-        dp_score(X, privacy=pc, rng=1)
+        dp_score(X, privacy=pc, rng=1, preset="seed")
     with pytest.warns(PrivacyWarning, match="calibration='classical'"):
-        dp_pca(X, privacy=pc, scree_control=clipped_control(C_clip=30), rng=1)
+        dp_pca(X, privacy=pc, scree_control=clipped_control(C_clip=30), rng=1, preset="seed")
     with pytest.warns(PrivacyWarning, match=r"delta = 0\.01 >= 1/n"):
         dp_covariance(X, eps=1.0, delta=0.01, bounds=10.0, rng=1)
     assert not missing.exists()
@@ -75,7 +77,7 @@ def test_every_estimator_warns_before_reading_data(tmp_path):
 
 def test_strict__refuses_instead_of_warning():
     plan = plan_loading(300, 4, resolve_budget(privacy_control(eps=10, delta=1e-5),
-                                              owner="dp_loading"))
+                                              owner="dp_loading"), calibration="classical")
     assert len(guarantee_warnings(plan, 300)) == 1
     with pytest.raises(BudgetError, match=r"Refused \(strict\): calibration='classical'"):
         warn_guarantees(plan, 300, strict=True)

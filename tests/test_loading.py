@@ -113,7 +113,7 @@ def test_dp_loading__rng_reproducible_and_never_stored(spiked):
 
 
 def test_dp_loading__ledger_and_budget_metadata(spiked):
-    fit = dp_loading(spiked, privacy=privacy_control(eps=0.5, delta=1e-3), rng=0)
+    fit = dp_loading(spiked, privacy=privacy_control(eps=0.5, delta=1e-3), rng=0, preset="seed")
     (record,) = fit.ledger
     assert record.component == "loading"
     assert record.sensitivity == pytest.approx(4 / 150, rel=1e-8)  # + grid inflation
@@ -128,7 +128,7 @@ def test_dp_loading__ledger_and_budget_metadata(spiked):
 
 def test_dp_loading__analytic_calibration_less_noise(spiked):
     pc = privacy_control(eps=0.5, delta=1e-5)
-    classical = dp_loading(spiked, privacy=pc, rng=0).ledger[0]
+    classical = dp_loading(spiked, privacy=pc, calibration="classical", rng=0).ledger[0]
     analytic = dp_loading(spiked, privacy=pc, calibration="analytic", rng=0).ledger[0]
     assert analytic.calibration == "analytic"
     assert analytic.scale < classical.scale
@@ -268,14 +268,14 @@ def test_spherical_kendall__blocks_mode_dask_equals_numpy(spiked, chunks):
 
 
 def test_dp_loading__blocks_mode_ledger_and_metadata(spiked):
-    fit = dp_loading(spiked, privacy=PRIV, pairs="blocks", pair_block=40, rng=3)
+    fit = dp_loading(spiked, privacy=PRIV, pairs="blocks", pair_block=40, rng=3, preset="seed")
     (record,) = fit.ledger
     assert record.sensitivity == pytest.approx(
         kendall_sensitivity(150, pairs="blocks", pair_block=40), rel=1e-8)
     assert "pairs='blocks'" in record.note and "kendall_blocks_sensitivity.md" in record.note
     assert fit.metadata["pairs"] == "blocks" and fit.metadata["pair_block"] == 40
     assert fit.metadata["kendall_layout"]["pairs"] == 2 * (38 * 37 // 2) + 2 * (37 * 36 // 2)
-    default = dp_loading(spiked, privacy=PRIV, rng=3)
+    default = dp_loading(spiked, privacy=PRIV, rng=3, preset="seed")
     assert default.ledger[0].sensitivity == pytest.approx(4 / 150, rel=1e-8) and default.metadata["pairs"] == "all"
     assert record.scale > default.ledger[0].scale  # 150 = 38+38+37+37: unequal groups, > 4/n
 
@@ -340,7 +340,7 @@ def test_kendall_sensitivity__tight_bound_holds_on_neighbours(global_seed):
 
 def test_dp_loading__tight_sensitivity_less_noise(spiked):
     pc = privacy_control(eps=0.5, delta=1e-5)
-    seed = dp_loading(spiked, privacy=pc, rng=0)
+    seed = dp_loading(spiked, privacy=pc, rng=0, sensitivity="seed")
     tight = dp_loading(spiked, privacy=pc, rng=0, sensitivity="tight")
     assert tight.ledger[0].scale == pytest.approx(seed.ledger[0].scale / np.sqrt(2))
     assert tight.ledger[0].sensitivity == pytest.approx(2 * np.sqrt(2) / 150)

@@ -114,3 +114,77 @@ def test_options__the_plan_reads_the_options_of_the_run(tmp_path, store):
 def test_options__errors_name_the_estimators_parameter():
     with pytest.raises(ValueError, match="'mono' parameter of dp_scree must be a bool"):
         dp_scree(np.zeros((5, 2)), privacy=privacy_control(eps=1, delta=1e-5), mono="yes")
+
+
+# -- presets (issue 30 item 3): the defaults are the recommended configuration ------------------
+
+SEED = {"calibration": "classical", "sensitivity": "seed", "score_methods": ("add",),
+        "frame": "durfee"}
+RECOMMENDED = {"calibration": "analytic", "sensitivity": "tight",
+               "score_methods": ("geometric",), "frame": "capped"}
+
+
+def test_presets__the_defaults_are_the_recommended_configuration():
+    from dppca_dask.pca.options import PRESETS
+
+    assert dict(PRESETS["recommended"]) == RECOMMENDED
+    assert dict(PRESETS["seed"]) == SEED
+    parsed = PCAOptions.parse("dp_pca", control=clipped_control(C_clip=1.0))
+    fields = {f.name: f.default for f in dataclasses.fields(PCAOptions)}
+    for name, value in RECOMMENDED.items():  # the class defaults and a bare parse agree
+        assert getattr(parsed, name) == value
+        assert fields[name] == value or name == "score_methods"
+    seed = PCAOptions.parse("dp_pca", preset="seed", control=clipped_control(C_clip=1.0))
+    assert {name: getattr(seed, name) for name in SEED} == SEED
+
+
+def test_presets__an_explicit_option_wins_and_a_bad_preset_is_named():
+    seed = PCAOptions.parse("dp_pca", preset="seed", calibration="analytic",
+                            control=clipped_control(C_clip=1.0))
+    assert (seed.calibration, seed.sensitivity, seed.frame) == ("analytic", "seed", "durfee")
+    with pytest.raises(ValueError, match="'preset' parameter of dp_pca must be"):
+        PCAOptions.parse("dp_pca", preset="R", control=clipped_control(C_clip=1.0))
+
+
+def test_presets__each_entry_point_plans_the_presets_noise():
+    """The Python API's default plan is the explicit recommended one, ``preset="seed"`` the
+    seed's (the σ of every record differs between the two)."""
+    from dppca_dask.pca.pca import plan_pca
+    from dppca_dask.privacy.budget import resolve_budget
+
+    budget = resolve_budget(privacy_control(eps=2, delta=1e-5), owner="dp_pca")
+    controls = {"clipped": clipped_control(C_clip=40)}
+    args = {"k": 3, "controls": controls}
+    explicit = {"calibration": "analytic", "sensitivity": "tight",
+                "score_methods": ("geometric",), "frame": "capped"}
+    default = plan_pca(1000, 5, budget, **args).records
+    assert default == plan_pca(1000, 5, budget, **args, **explicit).records
+    seed = plan_pca(1000, 5, budget, **args, preset="seed").records
+    assert seed == plan_pca(1000, 5, budget, **args, calibration="classical",
+                            sensitivity="seed", score_methods=("add",), frame="durfee").records
+    assert seed != default
+
+
+def test_presets__sklearn_passes_the_preset():
+    from dppca_dask.sklearn import DPPCA
+
+    x = np.random.default_rng(0).normal(size=(300, 4)) * [3.0, 2.0, 1.0, 0.5]
+    kw = {"eps": 2, "delta": 1e-5, "scree_control": clipped_control(C_clip=40),
+          "random_state": 1}
+    fitted = {preset: DPPCA(2, preset=preset, **kw).fit(x).result_ for preset in
+              ("recommended", "seed")}
+    assert fitted["recommended"].metadata["calibration"] == "analytic"
+    assert fitted["seed"].metadata["calibration"] == "classical"
+    assert DPPCA(2, **kw).get_params()["preset"] == "recommended"
+
+
+def test_presets__a_config_section_takes_the_seed_preset(tmp_path, store):
+    path = tmp_path / "seed.yaml"
+    text = open(_config(tmp_path, store, "pca")).read()
+    path.write_text(text.replace("pca:\n", "pca:\n  preset: seed\n  frame: capped\n", 1))
+    options = plan_run(load_config(str(path))).setup.options
+    assert (options.calibration, options.sensitivity, options.score_methods, options.frame) == (
+        "classical", "seed", ("add",), "capped")  # the explicit key wins
+    options = plan_run(load_config(_config(tmp_path, store, "pca"))).setup.options
+    assert (options.calibration, options.sensitivity, options.score_methods, options.frame) == (
+        "analytic", "tight", ("geometric",), "capped")

@@ -47,7 +47,7 @@ def groups():
 @pytest.fixture(scope="module")
 def fit(data, groups):
     return dp_pca(data, privacy=privacy_control(eps=6, delta=1e-4), k=3, bins=5,
-                  scree_control=CONTROL, group=groups, rng=1)
+                  scree_control=CONTROL, group=groups, rng=1, preset="seed")
 
 
 def _alloc(fit, name):
@@ -73,13 +73,13 @@ def test_dp_pca__implicit_split_is_equal_thirds_and_ledger_total_is_the_allocati
 def test_dp_pca__explicit_split_and_absolute_budgets_used_exactly(data):
     split = privacy_control(eps=4, delta=1e-4, split={"loading": 0.5, "scree": 0.25,
                                                       "score": 0.25})
-    fit = dp_pca(data, privacy=split, k=2, scree_control=CONTROL, rng=2)
+    fit = dp_pca(data, privacy=split, k=2, scree_control=CONTROL, rng=2, preset="seed")
     assert [_alloc(fit, c)["eps"] for c in ("loading", "scree", "score")] == [2.0, 1.0, 1.0]
     assert fit.metadata["ledger_total"] == pytest.approx({"eps": 4.0, "delta": 1e-4})
     absolute = privacy_control(loading={"eps": 1.0, "delta": 1e-5},
                                scree={"eps": 2.0, "delta": 2e-5},
                                score={"eps": 3.0, "delta": 3e-5})
-    fit = dp_pca(data, privacy=absolute, k=2, scree_control=CONTROL, rng=3)
+    fit = dp_pca(data, privacy=absolute, k=2, scree_control=CONTROL, rng=3, preset="seed")
     assert fit.metadata["privacy"]["total"] == pytest.approx({"eps": 6.0, "delta": 6e-5})
     assert fit.metadata["ledger_total"] == pytest.approx({"eps": 6.0, "delta": 6e-5})
     assert fit.score.metadata["score_split"]["frame_eps"] == pytest.approx(0.35 * 3.0)
@@ -123,7 +123,7 @@ def test_dp_pca__supplied_v_dp_recorded_not_spent(data):
     counter = CountingScheduler()
     with dask.config.set(scheduler=counter):
         fit = dp_pca(da.from_array(data, chunks=100), privacy=pc, V_dp=prior, k=2,
-                     scree_control=CONTROL, rng=5)
+                     scree_control=CONTROL, rng=5, preset="seed")
     assert counter.calls == 3 == fit.metadata["passes"]  # no Kendall pass
     first = fit.ledger[0]
     assert (first.component, first.status, first.mechanism) == ("loading", "prior",

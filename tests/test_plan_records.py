@@ -139,12 +139,12 @@ def test_plan_covariance__equals_the_ledger(method, budget):
 
 def test_records_match__finds_a_wrong_amount_and_a_missing_record():
     pc = privacy_control(eps=0.8, delta=1e-5)
-    fit = dp_loading(X, privacy=pc, rng=1)
+    fit = dp_loading(X, privacy=pc, rng=1, preset="seed")
     wrong = plan_loading(240, 4, resolve_budget(privacy_control(eps=0.9, delta=1e-5),
-                                                owner="dp_loading"))
+                                                owner="dp_loading"), preset="seed")
     assert records_match(wrong, fit.ledger)
     assert records_match(wrong, ())
-    right = plan_loading(240, 4, resolve_budget(pc, owner="dp_loading"))
+    right = plan_loading(240, 4, resolve_budget(pc, owner="dp_loading"), preset="seed")
     assert records_match(right, fit.ledger) == []
     for field, value in (("sensitivity_norm", "l2"), ("noise", "laplace"),
                          ("calibration", "analytic"), ("draws", 3), ("rho", 1.0)):

@@ -25,12 +25,12 @@ def data():
 
 @pytest.fixture(scope="module")
 def fit(data):
-    return dp_loading(data, privacy=PC, rng=1)
+    return dp_loading(data, privacy=PC, rng=1, preset="seed")
 
 
 @pytest.fixture(scope="module")
 def fit_ref(data):
-    return dp_loading(data, privacy=PC, rng=1, non_private=True)
+    return dp_loading(data, privacy=PC, rng=1, non_private=True, preset="seed")
 
 
 def _arrows(ax):

@@ -28,7 +28,8 @@ def clustered():
 
 @pytest.fixture(scope="module")
 def plain(clustered):
-    return dp_pca(clustered[0], privacy=PC, k=3, bins=6, scree_control=CONTROL, rng=1)
+    return dp_pca(clustered[0], privacy=PC, k=3, bins=6, scree_control=CONTROL, rng=1,
+                  preset="seed")
 
 
 @pytest.fixture(scope="module")

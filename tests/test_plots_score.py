@@ -79,7 +79,7 @@ def test_plot_score__histogram_only_row(clustered):
 
 def test_plot_score__private_only_without_references(clustered):
     x, groups = clustered
-    fit = dp_score(x, privacy=PC, V_dp=np.eye(3), group=groups, rng=3)
+    fit = dp_score(x, privacy=PC, V_dp=np.eye(3), group=groups, rng=3, preset="seed")
     out = fit.plot(rng=4)
     assert _titles(out) == ["Gaussian histogram: group left", "Gaussian histogram: group right",
                             "Gaussian histogram: group top",
@@ -187,7 +187,7 @@ def test_plot_score__wide_frame_keeps_panel_size_without_equal_aspect():
     rng = np.random.default_rng(3)
     x = np.column_stack([rng.normal(0, 100, 2000), rng.normal(0, 1, 2000),
                          rng.normal(0, 0.1, 2000)])
-    fit = dp_score(x, privacy=PC, V_dp=np.eye(3), bins=(8, 8), rng=2)
+    fit = dp_score(x, privacy=PC, V_dp=np.eye(3), bins=(8, 8), rng=2, preset="seed")
     out = fit.plot(rng=1)
     fig = out.figure
     fig.draw_without_rendering()

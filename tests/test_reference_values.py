@@ -84,11 +84,11 @@ def test_seed_example__directions_and_reference(cpp_option):
     rng = RRNG(123)
     x = rng.r_matrix(50, 3)
     fit = dp_loading(x, privacy=privacy_control(eps=0.5, delta=1e-3), cpp_option=cpp_option,
-                     rng=rng)
+                     rng=rng, preset="seed")
     _same_up_to_sign(fit.directions.values, _regenerated_directions(cpp_option), atol=1e-12)
     assert list(fit.directions["component"].values) == ["PC1", "PC2", "PC3"]
     fit2 = dp_loading(x, privacy=privacy_control(loading={"eps": 0.5, "delta": 1e-3}),
-                      cpp_option=cpp_option, non_private=True, rng=rng)
+                      cpp_option=cpp_option, non_private=True, rng=rng, preset="seed")
     # The non-private reference is R's up to sign: its signs are aligned to the second private
     # fit, whose noise (exact discrete Gaussian) differs from R's draws.
     _same_up_to_sign(fit2.nonprivate.values, SEED_NONPRIVATE, atol=5e-8)
@@ -99,7 +99,8 @@ def test_seed_example__directions_and_reference(cpp_option):
 def test_seed_example__print_and_summary_text():
     rng = RRNG(123)
     x = rng.r_matrix(50, 3)
-    fit = dp_loading(x, privacy=privacy_control(eps=0.5, delta=1e-3), cpp_option=False, rng=rng)
+    fit = dp_loading(x, privacy=privacy_control(eps=0.5, delta=1e-3), cpp_option=False, rng=rng,
+                     preset="seed")
     assert repr(fit).split("\n") == [
         "Differentially Private PC Directions",
         "Data: 50 observations x 3 variables",

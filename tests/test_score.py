@@ -134,7 +134,7 @@ def test_dp_score__literal_algorithm_under_r_rng(grouped):
     groups = np.where(np.arange(300) % 3 == 0, "b", "a") if grouped else np.repeat("all", 300)
     privacy = privacy_control(loading=(1.0, 1e-5), score=(3.0, 1e-3))
     fit = dp_score(x, privacy=privacy, V_dp=v, bins=(5, 4), method=("sparse", "add"),
-                   group=groups if grouped else None, rng=RRNG(42))
+                   group=groups if grouped else None, rng=RRNG(42), preset="seed")
     s = x @ v[:, :2]
     (cx, cy, rx, ry), expected = literal_score(s, groups, 3.0, 1e-3, (5, 4), RRNG(42))
     np.testing.assert_allclose(fit.frame.center, (cx, cy), rtol=0, atol=1e-12)
@@ -200,7 +200,7 @@ def test_project__chunking_invariant_and_close_to_matmul(data):
 
 
 def test_smooth_frame__square_with_delta_budget(data):
-    fit = dp_score(data, privacy=PC, frame="smooth", rng=4, bins=(6, 6))
+    fit = dp_score(data, privacy=PC, frame="smooth", rng=4, bins=(6, 6), method="add")
     assert fit.frame.method == "smooth"
     assert fit.frame.radius[0] == fit.frame.radius[1]
     frame_records = [r for r in fit.ledger if "frame" in r.note]
@@ -366,9 +366,10 @@ def test_dp_score__all_zero_add_histogram_message(data, monkeypatch):
     monkeypatch.setattr(hist_module, "gaussian_histogram", sink)
     with pytest.raises(BudgetError, match="^Group 'a': all privatized bin counts are zero after "
                        "Gaussian noise and clipping. Try a larger `eps` or fewer bins."):
-        dp_score(data, privacy=PC, V_dp=np.eye(4), group=np.repeat(["a", "b"], 300), rng=0)
+        dp_score(data, privacy=PC, V_dp=np.eye(4), group=np.repeat(["a", "b"], 300), rng=0,
+                 method="add")
     with pytest.raises(BudgetError, match="^all privatized bin counts are zero"):
-        dp_score(data, privacy=PC, V_dp=np.eye(4), rng=0)
+        dp_score(data, privacy=PC, V_dp=np.eye(4), rng=0, method="add")
 
 
 def test_dp_score__all_zero_sparse_is_released_and_sampling_warns():

@@ -99,7 +99,7 @@ def test_dp_scree__r_clipped_bases_and_noise_sd(gau100):
         np.testing.assert_allclose(100 / 99 * clipped / 100, R_BASES, rtol=0, atol=5e-11)
     fit = dp_scree(centred, privacy=privacy_control(loading=(1, 1e-5), scree=(2, 1e-3)), k=2,
                    control=clipped_control(C_clip=3), V_dp=vectors, center="empirical",
-                   rng=RRNG(123))
+                   rng=RRNG(123), preset="seed")
     scales = [r.scale for r in fit.ledger if r.component == "scree"]
     # the exact grid mechanism calibrates for Δ + γ√d: the R σ up to a relative ~1e-7
     np.testing.assert_allclose(scales, [R_NOISE_SD] * 2, rtol=2e-7, atol=0)
@@ -120,7 +120,7 @@ def test_dp_scree__reproduces_r_old_api_example(gau100):
     centred, vectors = _old_api(gau100)
     fit = dp_scree(centred, privacy=privacy_control(loading=(1, 1e-5), scree=(2, 1e-3)), k=2,
                    method="clipped", control=clipped_control(C_clip=3), V_dp=vectors,
-                   center="empirical", rng=RRNG(123), non_private=True)
+                   center="empirical", rng=RRNG(123), non_private=True, preset="seed")
     # The noise is exact discrete Gaussian now (docs/privacy.md), not R's rnorm stream: the raw
     # values are the R bases plus noise of the recorded sd (|z| < 5.33: two-sided alpha 1e-7).
     raw = fit.scree_raw.values[0]
@@ -172,7 +172,7 @@ def _fit(x, v, *, methods, center, chunks, seed, lockstep=False, eps=8.0, non_pr
                           owner="dp_scree", prior=("loading",))
     options = ScreeOptions.parse("dp_scree", scree_methods=methods, control=CONTROLS,
                                  k=v.shape[1], mono=False, non_private=non_private,
-                                 center=center)
+                                 center=center, preset="seed")
     setup = options.bind(src.n, src.p, parse_v_dp(v, src, "dp_scree"))
     return fit_scree(src, plan, setup, as_rng(seed), lockstep=lockstep)
 

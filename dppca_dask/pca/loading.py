@@ -24,7 +24,15 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from dppca_dask._typing import Calibration, DataLike, Pairs, PairsOption, RngLike, Sensitivity
+from dppca_dask._typing import (
+    Calibration,
+    DataLike,
+    Pairs,
+    PairsOption,
+    Preset,
+    RngLike,
+    Sensitivity,
+)
 from dppca_dask.errors import InputError
 from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK, pair_groups
 from dppca_dask.graph.kendall_units import kendall_sum
@@ -183,12 +191,13 @@ def dp_loading(
     privacy: PrivacyControl,
     cpp_option: bool = True,
     non_private: bool = False,
-    calibration: Calibration = "classical",
+    calibration: Calibration | None = None,
     rng: RngLike = None,
     block_rows: int | None = None,
     pairs: PairsOption = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
-    sensitivity: Sensitivity = "seed",
+    sensitivity: Sensitivity | None = None,
+    preset: Preset = "recommended",
     ledger: Accountant | None = None,
 ) -> LoadingResult:
     """Estimate differentially private PC directions from a noisy spherical Kendall matrix.
@@ -217,7 +226,8 @@ def dp_loading(
         Also store ordinary covariance PC directions, sign-aligned to the private ones. This
         reference is **not** private.
     calibration
-        ``"classical"`` (default, the seed's formula) or ``"analytic"``.
+        ``"analytic"`` (Balle & Wang 2018; valid for every ε) or ``"classical"`` (the seed's
+        formula); ``None`` (default): the preset's (``"analytic"``, see ``preset``).
     rng
         ``None`` (fresh OS entropy), an int seed, or a :class:`numpy.random.Generator`. A seeded
         release is marked as such; the seed is never stored.
@@ -237,9 +247,16 @@ def dp_loading(
     pair_block
         Maximum rows per group for ``pairs="blocks"`` (at least 2; default 4096).
     sensitivity
-        ``"seed"`` (default, for fidelity with the R package): Frobenius sensitivity 4/n.
-        ``"tight"``: 2√2/n, from ‖uuᵀ − vvᵀ‖_F ≤ √2 for unit vectors -- the same guarantee with
-        1/√2 of the noise (proof: docs/design/kendall_sensitivity.md).
+        ``"tight"``: Frobenius sensitivity 2√2/n, from ‖uuᵀ − vvᵀ‖_F ≤ √2 for unit vectors --
+        the same guarantee with 1/√2 of the noise (proof: docs/design/kendall_sensitivity.md).
+        ``"seed"`` (for fidelity with the R package): 4/n. ``None`` (default): the preset's
+        (``"tight"``).
+    preset
+        Where the options left at ``None`` come from (an option given explicitly wins):
+        ``"recommended"`` (default) -- ``calibration="analytic"``, ``sensitivity="tight"``;
+        ``"seed"`` -- the R package's configuration, ``calibration="classical"``,
+        ``sensitivity="seed"``, which the R comparisons use
+        (:data:`~dppca_dask.pca.options.PRESETS`).
     ledger
         An :class:`~dppca_dask.privacy.accountant.Accountant` (e.g.
         ``dppca_dask.ledger_accountant(dataset=...)``) that reserves this release in the
@@ -268,7 +285,8 @@ def dp_loading(
     owner = "dp_loading"
     options = LoadingOptions.parse(
         owner, cpp_option=cpp_option, non_private=non_private, calibration=calibration,
-        pairs=pairs, pair_block=pair_block, sensitivity=sensitivity, block_rows=block_rows)
+        pairs=pairs, pair_block=pair_block, sensitivity=sensitivity, preset=preset,
+        block_rows=block_rows)
     plan = resolve_budget(privacy, owner=owner)
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner)
@@ -359,10 +377,11 @@ def loading_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
     return Plan(loading_records(setup, budget), passes=1)
 
 
-def plan_loading(n: int, p: int, budget: BudgetPlan, *, calibration: str = "classical",
+def plan_loading(n: int, p: int, budget: BudgetPlan, *, calibration: str | None = None,
                  pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK,
-                 sensitivity: str = "seed") -> Plan:
+                 sensitivity: str | None = None, preset: str = "recommended") -> Plan:
     """What ``dp_loading`` spends and its one Kendall pass, from public quantities only."""
     options = LoadingOptions.parse("dp_loading", calibration=calibration, pairs=pairs,
-                                   pair_block=pair_block, sensitivity=sensitivity)
+                                   pair_block=pair_block, sensitivity=sensitivity,
+                                   preset=preset)
     return loading_plan_of(options.bind(n, p), budget)

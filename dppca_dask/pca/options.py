@@ -53,6 +53,7 @@ __all__ = [
     "AUTO_MAX_WORK",
     "DEFAULT_MAX_K",
     "PAIRS",
+    "PRESETS",
     "SENSITIVITIES",
     "LoadingOptions",
     "Options",
@@ -80,6 +81,33 @@ docs/performance.md). p = 20: all pairs up to n ≈ 224 000; p = 50: up to n ≈
 
 SENSITIVITIES: tuple[str, ...] = ("seed", "tight")
 """Per-pair-term bounds: ``"seed"`` 2 (the R package's 4/n), ``"tight"`` √2 (2√2/n)."""
+
+
+PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "recommended": MappingProxyType({
+        "calibration": "analytic", "sensitivity": "tight", "score_methods": ("geometric",),
+        "frame": "capped"}),
+    "seed": MappingProxyType({
+        "calibration": "classical", "sensitivity": "seed", "score_methods": ("add",),
+        "frame": "durfee"}),
+})
+"""The values an option left at ``None`` takes, by ``preset``.
+
+``"recommended"`` (the default): the analytic Gaussian calibration (Balle & Wang 2018), the
+tight Kendall sensitivity 2√2/n, the geometric histogram and the capped frame -- the
+configuration the benchmarks recommend (README, "Defaults"). ``"seed"``: the R package's
+configuration (classical calibration, 4/n, the Gaussian ``"add"`` histogram, the Durfee frame),
+which the R comparisons use. An option given explicitly always wins over the preset."""
+
+
+def apply_preset(values: dict[str, Any], fields: Sequence[str], owner: str) -> dict[str, Any]:
+    """``values`` with ``preset`` removed and each of its options that is absent or ``None`` (and
+    one of ``fields``) set to the preset's value."""
+    preset = parse_choice(values.pop("preset", "recommended"), "preset", owner, tuple(PRESETS))
+    for name, value in PRESETS[preset].items():
+        if name in fields and values.get(name) is None:
+            values[name] = value
+    return values
 
 
 DEFAULT_MAX_K = 10
@@ -154,8 +182,8 @@ class Options:
     owner: str = "dp_loading"
     cpp_option: bool = True
     non_private: bool = False
-    calibration: str = "classical"
-    sensitivity: str = "seed"
+    calibration: str = "analytic"
+    sensitivity: str = "tight"
     pairs: str = "all"
     """As requested: ``"all"``, ``"blocks"`` or ``"auto"`` (resolved by :meth:`bind`)."""
     pair_block: int = DEFAULT_PAIR_BLOCK
@@ -170,7 +198,9 @@ class Options:
     @classmethod
     def parse(cls, owner: str, **values: Any) -> Self:
         """The options of ``owner`` from keyword values, each checked by its constraint once
-        (absent ones take the defaults, unchecked: they are valid)."""
+        (``preset`` fills those absent or ``None``: :data:`PRESETS`; the rest take the
+        defaults, unchecked: they are valid)."""
+        values = apply_preset(values, tuple(cls.CONSTRAINTS), owner)
         return cls(owner=owner, **parse_fields(cls.CONSTRAINTS, values, owner))
 
     def bind(self, n: int, p: int,
@@ -215,6 +245,7 @@ class ScreeOptions(Options):
         against the parsed methods."""
         control = values.pop("control", None)
         k = values.pop("k", None)
+        values = apply_preset(values, tuple(cls.CONSTRAINTS), owner)
         parsed = parse_fields(cls.CONSTRAINTS, values, owner)
         methods = parsed.setdefault("scree_methods", ("clipped",))
         return cls(owner=owner, controls=_controls(owner, methods, control), k=k, **parsed)
@@ -235,11 +266,11 @@ class ScoreOptions(Options):
     """``dp_score``'s options (and the score part of ``dp_pca``'s)."""
 
     owner: str = "dp_score"
-    score_methods: tuple[str, ...] = ("add",)
+    score_methods: tuple[str, ...] = ("geometric",)
     bins: tuple[int, int] | None = None
     """As requested (``None``: the J rule for n; the cell limit is checked by :meth:`bind`)."""
     axes: tuple[int, int] = (1, 2)
-    frame: str = "durfee"
+    frame: str = "capped"
 
     CONSTRAINTS: ClassVar[dict[str, Constraint]] = {
         **Options.CONSTRAINTS, "score_methods": Custom(parse_score_methods),

@@ -47,6 +47,7 @@ from dppca_dask._typing import (
     GroupLike,
     Pairs,
     PairsOption,
+    Preset,
     RngLike,
     ScoreMethod,
     ScreeMethod,
@@ -132,19 +133,20 @@ def dp_pca(
     scree_method: ScreeMethod | Sequence[ScreeMethod] = "clipped",
     scree_control: ScreeControlLike = None,
     bins: int | Sequence[int] | None = None,
-    score_method: ScoreMethod | Sequence[ScoreMethod] = ("add",),
+    score_method: ScoreMethod | Sequence[ScoreMethod] | None = None,
     axes: Sequence[int] = (1, 2),
     group: GroupLike | None = None,
     V_dp: DirectionsLike | None = None,
     mono: bool = True,
     cpp_option: bool = True,
     non_private: bool = False,
-    calibration: Calibration = "classical",
+    calibration: Calibration | None = None,
     rng: RngLike = None,
     center: CenterLike = "private",
-    frame: FrameMethod = "durfee",
+    frame: FrameMethod | None = None,
     block_rows: int | None = None,
-    sensitivity: Sensitivity = "seed",
+    sensitivity: Sensitivity | None = None,
+    preset: Preset = "recommended",
     pairs: PairsOption = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
     ledger: Accountant | None = None,
@@ -184,16 +186,23 @@ def dp_pca(
     non_private
         Also store the non-private references of every part (NOT private).
     calibration
-        ``"classical"`` (default) or ``"analytic"`` Gaussian calibration.
+        ``"analytic"`` or ``"classical"`` Gaussian calibration; ``None`` (default): the
+        preset's.
     sensitivity
-        Bound used for the loading (Kendall) noise: ``"seed"`` (4/n, default) or ``"tight"``
-        (2√2/n); see :func:`~dppca_dask.dp_loading`.
+        Bound used for the loading (Kendall) noise: ``"tight"`` (2√2/n) or ``"seed"`` (4/n);
+        ``None`` (default): the preset's; see :func:`~dppca_dask.dp_loading`.
+    preset
+        Where the options left at ``None`` come from (an option given explicitly wins):
+        ``"recommended"`` (default) -- ``calibration="analytic"``, ``sensitivity="tight"``, ``score_method=("geometric",)``, ``frame="capped"``;
+        ``"seed"`` -- the R package's configuration, ``calibration="classical"``,
+        ``sensitivity="seed"``, ``score_method=("add",)``, ``frame="durfee"``, which the R comparisons use
+        (:data:`~dppca_dask.pca.options.PRESETS`).
     rng
         ``None``, an int seed or a Generator; the seed is never stored.
     center
         Centring of the scree scores (see :func:`~dppca_dask.dp_scree`).
     frame
-        The score frame (see :func:`~dppca_dask.dp_score`).
+        The score frame (see :func:`~dppca_dask.dp_score`); ``None`` (default): the preset's.
     block_rows
         Rows per block of the Kendall tiling.
     pairs, pair_block
@@ -237,7 +246,8 @@ def dp_pca(
         _OWNER, scree_methods=scree_method, control=scree_control, k=k, mono=mono,
         center=center, score_methods=score_method, bins=bins, axes=axes, frame=frame,
         cpp_option=cpp_option, non_private=non_private, calibration=calibration,
-        sensitivity=sensitivity, pairs=pairs, pair_block=pair_block, block_rows=block_rows)
+        sensitivity=sensitivity, preset=preset, pairs=pairs, pair_block=pair_block,
+        block_rows=block_rows)
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_cols=2, group=group)
@@ -310,13 +320,15 @@ def pca_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
 
 def plan_pca(n: int, p: int, budget: BudgetPlan, *, k: int | None = None,
              scree_methods: Sequence[str] = ("clipped",), controls: dict[str, Any] | None = None,
-             score_methods: Sequence[str] = ("add",), center: Any = "private",
-             frame: str = "durfee", supplied: tuple[np.ndarray, str] | None = None,
-             calibration: str = "classical", sensitivity: str = "seed",
-             pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
+             score_methods: Sequence[str] | None = None, center: Any = "private",
+             frame: str | None = None, supplied: tuple[np.ndarray, str] | None = None,
+             calibration: str | None = None, sensitivity: str | None = None,
+             preset: str = "recommended", pairs: Pairs = "all",
+             pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
     """What ``dp_pca`` spends and how often it reads X, from public quantities only."""
     options = PCAOptions.parse(
         _OWNER, k=k, scree_methods=tuple(scree_methods), control=controls,
-        score_methods=tuple(score_methods), center=center, frame=frame,
-        calibration=calibration, sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+        score_methods=None if score_methods is None else tuple(score_methods), center=center,
+        frame=frame, calibration=calibration, sensitivity=sensitivity, preset=preset,
+        pairs=pairs, pair_block=pair_block)
     return pca_plan_of(options.bind(n, p, supplied), budget)

@@ -31,6 +31,7 @@ from dppca_dask._typing import (
     GroupLike,
     Pairs,
     PairsOption,
+    Preset,
     RngLike,
     ScoreMethod,
     Sensitivity,
@@ -93,16 +94,17 @@ def dp_score(
     privacy: PrivacyControl,
     axes: Sequence[int] = (1, 2),
     bins: int | Sequence[int] | None = None,
-    method: ScoreMethod | Sequence[ScoreMethod] = ("add",),
+    method: ScoreMethod | Sequence[ScoreMethod] | None = None,
     group: GroupLike | None = None,
     V_dp: DirectionsLike | None = None,
-    frame: FrameMethod = "durfee",
+    frame: FrameMethod | None = None,
     cpp_option: bool = True,
     non_private: bool = False,
-    calibration: Calibration = "classical",
+    calibration: Calibration | None = None,
     rng: RngLike = None,
     block_rows: int | None = None,
-    sensitivity: Sensitivity = "seed",
+    sensitivity: Sensitivity | None = None,
+    preset: Preset = "recommended",
     pairs: PairsOption = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
     ledger: Accountant | None = None,
@@ -131,7 +133,8 @@ def dp_score(
         ``(m_x, m_y)``, one int for both, or ``None``: round((n/ln n)^{1/3}) on each axis.
     method
         ``"add"``, ``"sparse"``, ``"geometric"`` (pure ε two-sided geometric noise on the
-        counts, scale 2/ε; it uses no δ) or several (always released in that order).
+        counts, scale 2/ε; it uses no δ) or several (always released in that order); ``None``
+        (default): the preset's (``"geometric"``; ``preset="seed"``: ``"add"``).
     group
         A column of ``X`` (data-frame column, Zarr/Dataset variable) or labels of length n. The
         frame and grid are shared; histograms are released per group (levels sorted, as R's ``factor``
@@ -141,10 +144,11 @@ def dp_score(
         Earlier private directions (p × k, e.g. a :class:`~dppca_dask.LoadingResult`); the loading
         allocation then only records that release.
     frame
-        ``"durfee"`` (default, the seed's; pure ε-DP per-axis Durfee median and 0.995 radius,
+        ``None`` (default): the preset's (``"capped"``; ``preset="seed"``: ``"durfee"``).
+        ``"durfee"`` (the seed's; pure ε-DP per-axis Durfee median and 0.995 radius,
         rectangular, inflated by 0.2; two count passes), ``"capped"`` (the same passes; the
         0.995 radius search runs only between a private median S of |s − c| and 8·S, so it
-        cannot run away; pure ε-DP, docs/design/frame.md; the CLI default) or ``"smooth"``
+        cannot run away; pure ε-DP, docs/design/frame.md; the recommended) or ``"smooth"``
         (legacy v0.1.0 square frame from smooth-sensitivity quantiles; collects the n × 2 scores on the driver). The smooth frame
         needs δ: it takes 35 % of the score δ as well as 35 % of ε, and the histogram gets the
         remaining 65 % of δ.
@@ -154,11 +158,17 @@ def dp_score(
         Also store the observed cell proportions on the same grid and the observed scores. These
         references are **not** private.
     calibration
-        Gaussian calibration of the loading noise and the add histogram: ``"classical"`` or
-        ``"analytic"``.
+        Gaussian calibration of the loading noise and the add histogram: ``"analytic"`` or
+        ``"classical"``; ``None`` (default): the preset's.
     sensitivity
-        Bound used for the loading (Kendall) noise: ``"seed"`` (4/n, default) or ``"tight"``
-        (2√2/n); see :func:`~dppca_dask.dp_loading`.
+        Bound used for the loading (Kendall) noise: ``"tight"`` (2√2/n) or ``"seed"`` (4/n);
+        ``None`` (default): the preset's; see :func:`~dppca_dask.dp_loading`.
+    preset
+        Where the options left at ``None`` come from (an option given explicitly wins):
+        ``"recommended"`` (default) -- ``calibration="analytic"``, ``sensitivity="tight"``, ``method=("geometric",)``, ``frame="capped"``;
+        ``"seed"`` -- the R package's configuration, ``calibration="classical"``,
+        ``sensitivity="seed"``, ``method=("add",)``, ``frame="durfee"``, which the R comparisons use
+        (:data:`~dppca_dask.pca.options.PRESETS`).
     rng
         ``None``, an int seed, or a generator; the seed is never stored.
     block_rows
@@ -201,7 +211,7 @@ def dp_score(
     options = ScoreOptions.parse(
         owner, cpp_option=cpp_option, non_private=non_private, calibration=calibration,
         frame=frame, score_methods=method, axes=axes, bins=bins, sensitivity=sensitivity,
-        pairs=pairs, pair_block=pair_block, block_rows=block_rows)
+        preset=preset, pairs=pairs, pair_block=pair_block, block_rows=block_rows)
     plan = resolve_budget(privacy, owner=owner, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=owner)
     source = as_data(X, owner=owner, min_cols=2, group=group)
@@ -426,12 +436,14 @@ def score_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
                 + score_rounds(setup.options.frame))
 
 
-def plan_score(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str] = ("add",),
-               frame: str = "durfee", supplied: tuple[np.ndarray, str] | None = None,
-               calibration: str = "classical", sensitivity: str = "seed",
-               pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
+def plan_score(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str] | None = None,
+               frame: str | None = None, supplied: tuple[np.ndarray, str] | None = None,
+               calibration: str | None = None, sensitivity: str | None = None,
+               preset: str = "recommended", pairs: Pairs = "all",
+               pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
     """What ``dp_score`` spends and how often it reads X, from public quantities only."""
-    options = ScoreOptions.parse("dp_score", score_methods=tuple(methods), frame=frame,
-                                 calibration=calibration, sensitivity=sensitivity, pairs=pairs,
+    options = ScoreOptions.parse("dp_score", score_methods=None if methods is None else
+                                 tuple(methods), frame=frame, calibration=calibration,
+                                 sensitivity=sensitivity, preset=preset, pairs=pairs,
                                  pair_block=pair_block)
     return score_plan_of(options.bind(n, p, supplied), budget)

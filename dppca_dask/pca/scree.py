@@ -32,6 +32,7 @@ from dppca_dask._typing import (
     DataLike,
     Pairs,
     PairsOption,
+    Preset,
     RngLike,
     ScreeMethod,
     Sensitivity,
@@ -112,10 +113,11 @@ def dp_scree(
     mono: bool = True,
     cpp_option: bool = True,
     non_private: bool = False,
-    calibration: Calibration = "classical",
+    calibration: Calibration | None = None,
     rng: RngLike = None,
     center: CenterLike = "private",
-    sensitivity: Sensitivity = "seed",
+    sensitivity: Sensitivity | None = None,
+    preset: Preset = "recommended",
     pairs: PairsOption = "all",
     pair_block: int = DEFAULT_PAIR_BLOCK,
     ledger: Accountant | None = None,
@@ -164,10 +166,17 @@ def dp_scree(
         Also store **non-private** references: the covariance eigenvalues and their PVE, and the
         exact variance along each released direction.
     calibration
-        ``"classical"`` (default, the package's σ) or ``"analytic"`` (Balle & Wang 2018).
+        ``"analytic"`` (Balle & Wang 2018) or ``"classical"`` (the package's σ); ``None``
+        (default): the preset's.
     sensitivity
-        Bound used for the loading (Kendall) noise: ``"seed"`` (4/n, default) or ``"tight"``
-        (2√2/n); see :func:`~dppca_dask.dp_loading`.
+        Bound used for the loading (Kendall) noise: ``"tight"`` (2√2/n) or ``"seed"`` (4/n);
+        ``None`` (default): the preset's; see :func:`~dppca_dask.dp_loading`.
+    preset
+        Where the options left at ``None`` come from (an option given explicitly wins):
+        ``"recommended"`` (default) -- ``calibration="analytic"``, ``sensitivity="tight"``;
+        ``"seed"`` -- the R package's configuration, ``calibration="classical"``,
+        ``sensitivity="seed"``, which the R comparisons use
+        (:data:`~dppca_dask.pca.options.PRESETS`).
     rng
         ``None`` (OS entropy), an int seed or a Generator; the seed is never stored.
     center
@@ -213,7 +222,7 @@ def dp_scree(
     options = ScreeOptions.parse(
         _OWNER, scree_methods=method, control=control, k=k, mono=mono, cpp_option=cpp_option,
         non_private=non_private, calibration=calibration, center=center,
-        sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+        sensitivity=sensitivity, preset=preset, pairs=pairs, pair_block=pair_block)
     plan = resolve_budget(privacy, owner=_OWNER, prior=("loading",) if V_dp is not None else ())
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER)
@@ -395,8 +404,9 @@ def scree_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
 def plan_scree(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str],
                controls: dict[str, Any], k: int | None = None, center: Any = "private",
                supplied: tuple[np.ndarray, str] | None = None,
-               calibration: str = "classical", sensitivity: str = "seed",
-               pairs: Pairs = "all", pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
+               calibration: str | None = None, sensitivity: str | None = None,
+               preset: str = "recommended", pairs: Pairs = "all",
+               pair_block: int = DEFAULT_PAIR_BLOCK) -> Plan:
     """What ``dp_scree`` spends and how often it reads X, from public quantities only.
 
     ``supplied``: the parsed ``V_dp`` (:func:`~dppca_dask.pca.directions.parse_v_dp`), whose
@@ -404,5 +414,6 @@ def plan_scree(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str],
     """
     options = ScreeOptions.parse(_OWNER, scree_methods=tuple(methods), control=controls, k=k,
                                  center=center, calibration=calibration,
-                                 sensitivity=sensitivity, pairs=pairs, pair_block=pair_block)
+                                 sensitivity=sensitivity, preset=preset, pairs=pairs,
+                                 pair_block=pair_block)
     return scree_plan_of(options.bind(n, p, supplied), budget)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, cast, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, cast, get_args
 
 import yaml
 from pydantic import (
@@ -142,6 +142,28 @@ class _KendallOptions(_Model):
     """Kendall pairs: ``auto`` (the CLI default) = all pairs while n(n-1)/2 * p is at most
     :data:`~dppca_dask.pca.loading.AUTO_MAX_WORK`, blocks above (decided from n and p only)."""
     pair_block: int = Field(default=4096, ge=2)
+    preset: Literal["recommended", "seed"] = "recommended"
+    """Where the keys this section leaves out come from: ``recommended`` (the defaults above)
+    or ``seed`` -- the R package's configuration (``calibration: classical``, ``sensitivity:
+    seed``, the ``add`` histogram, the ``durfee`` frame; :data:`~dppca_dask.pca.options.PRESETS`).
+    A key given explicitly wins."""
+
+    _SCORE_KEY: ClassVar[str | None] = None
+    """This section's name for the score (histogram) methods, if it has them."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_preset(cls, data: Any) -> Any:
+        if not (isinstance(data, Mapping) and data.get("preset") == "seed"):
+            return data
+        from dppca_dask.pca.options import PRESETS
+
+        keys = {"calibration": "calibration", "sensitivity": "sensitivity", "frame": "frame",
+                "score_methods": cls._SCORE_KEY}
+        filled = {keys[name]: list(value) if isinstance(value, tuple) else value
+                  for name, value in PRESETS["seed"].items()
+                  if keys[name] is not None and keys[name] in cls.model_fields}
+        return {**filled, **data}
 
 
 class LoadingConfig(_KendallOptions):
@@ -210,6 +232,8 @@ class ScoreSamplingConfig(_Model):
 class ScoreConfig(_KendallOptions):
     """Options of :func:`~dppca_dask.dp_score` and of its samples and plots."""
 
+    _SCORE_KEY: ClassVar[str | None] = "method"
+
     axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
     bins: list[PositiveInt] | PositiveInt | None = None
     method: list[Literal["add", "sparse", "geometric"]] = Field(
@@ -232,6 +256,8 @@ class PCAConfig(_KendallOptions):
     arguments of ``clipped_control``, ``pmwm_control``, ``huber_control``); ``sampling`` must
     name exactly one sampling method (the score and biplot panels share it).
     """
+
+    _SCORE_KEY: ClassVar[str | None] = "score_method"
 
     k: PositiveInt | None = None
     scree_method: list[Literal["clipped", "pmwm", "huber"]] = Field(

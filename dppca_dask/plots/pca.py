@@ -232,10 +232,10 @@ def plot_pca(
     --------
     >>> from dppca_dask import clipped_control, dp_pca, privacy_control
     >>> X = np.random.default_rng(0).normal(size=(300, 3)) * [3.0, 1.0, 0.5]
-    >>> fit = dp_pca(X, privacy=privacy_control(eps=6, delta=1e-4), calibration="analytic", rng=1,
+    >>> fit = dp_pca(X, privacy=privacy_control(eps=6, delta=1e-4), rng=1,
     ...              scree_control=clipped_control(C_clip=40))
     >>> out = fit.plot(rng=2)
-    >>> sorted(out.axes), len(out.samples["add"]), list(out.arrows["add"]["variable"])
+    >>> sorted(out.axes), len(out.samples["geometric"]), list(out.arrows["geometric"]["variable"])
     (['biplot', 'score'], 300, ['X1', 'X2', 'X3'])
     """
     from dppca_dask.results.sampling import as_sampling_control

@@ -274,10 +274,10 @@ def plot_score(
     --------
     >>> from dppca_dask import dp_score, privacy_control
     >>> X = np.random.default_rng(0).normal(size=(300, 3)) * [3.0, 1.0, 0.5]
-    >>> fit = dp_score(X, privacy=privacy_control(eps=4, delta=1e-4), calibration="analytic", rng=1)
+    >>> fit = dp_score(X, privacy=privacy_control(eps=4, delta=1e-4), rng=1)
     >>> out = fit.plot(rng=2)
-    >>> sorted(out.axes), len(out.samples["add"]["uniform"])
-    (['add', 'colorbar', 'sample'], 300)
+    >>> sorted(out.axes), len(out.samples["geometric"]["uniform"])
+    (['colorbar', 'geometric', 'sample'], 300)
     """
     owner = "plot"
     if getattr(fit, "kind", None) != "score":  # duck-typed: plots do not import result types
