@@ -112,7 +112,7 @@ def test_render_report__grouped_score_with_reference(data):
     assert "NOT PRIVATE: not a private release as a whole" in page
     assert "non-private reference" not in page or "Outside the guarantee" in page
     assert "seeded by the caller" in page  # rng=1
-    assert "Private frame (durfee" in page and "Groups (sizes treated as public)" in page
+    assert "Private frame (capped" in page and "Groups (sizes treated as public)" in page
     foot = _ledger_total_row(page)
     total = fit.metadata["ledger_total"]
     assert f">{total['eps']:g}<" in foot.replace(" ", "")

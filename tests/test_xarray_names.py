@@ -127,4 +127,4 @@ def test_score__sel_mechanism_selects_one(results):
 def test_pca__sel_mechanism_selects_one(results):
     fit = results["pca"]
     assert fit.scree.scree.sel(mechanism="clipped").dims == ("component",)
-    assert fit.score.probability.sel(mechanism="add").dims == ("group", "y_bin", "x_bin")
+    assert fit.score.probability.sel(mechanism="geometric").dims == ("group", "y_bin", "x_bin")
