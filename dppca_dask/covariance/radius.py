@@ -5,12 +5,13 @@ the row norms ‖x_i‖₂; the rest of ρ goes to the covariance release clippe
 (docs/design/covariance_sensitivity.md, "The private radius"). Stages, in order:
 
 1. one Dask pass (:func:`radius_graph`): the count of rows with norm below each point of the
-   public two-sided geometric grid 2^(i/32), i = −332·32 … 332·32 (about 1e−100 … 1e100, the
-   range of the public bounds; :func:`~dppca_dask.privacy.quantiles.geometric_grid`);
+   public two-sided geometric grid 2^(i/32), i = −166·32 … 166·32 (about 1e−50 … 1e50, so R²
+   and the noise on it stay within the public bounds' range;
+   :func:`~dppca_dask.privacy.quantiles.geometric_grid`);
 2. on the driver (:func:`release_radius`), two exponential-mechanism quantile searches on those
    counts (:func:`~dppca_dask.privacy.quantiles.exponential_quantile_from_counts`, the audited
    :func:`~dppca_dask.privacy.mechanisms.exponential_mechanism`; ρ = ε²/8 each): the *scale* S,
-   the median norm on every 8th grid point (2^(j/4)), with :data:`SCALE_FRACTION` of the
+   the median norm on every 16th grid point (2^(j/2)), with :data:`SCALE_FRACTION` of the
    share; then the *radius* R, the q-quantile on the 161 grid points of the window
    [S/2, 16·S] (:data:`WINDOW`; shifted inside the grid at its ends, so the number of candidates
    is public), with the rest. The window caps the damage of a search that overshoots: R ≤ 16·S.
@@ -71,10 +72,10 @@ RADIUS_SHARE = 0.05
 SCALE_FRACTION = 0.25
 """The part of the radius share that the scale (median norm) search gets; the radius the rest."""
 STEPS_PER_OCTAVE = 32
-OCTAVES = 332
-"""The grid 2^(i/32), |i| ≤ 332·32: about 1.1e−100 … 8.7e99 (the public bounds' range)."""
-COARSE = 8
-"""The scale search uses every 8th grid point (2^(j/4))."""
+OCTAVES = 166
+"""The grid 2^(i/32), |i| ≤ 166·32: about 1.1e−50 … 9.4e49 (R² within the bounds' range)."""
+COARSE = 16
+"""The scale search uses every 16th grid point (2^(j/2))."""
 WINDOW = (1, 4)
 """The radius search's window in octaves around the scale S: [S/2^1, S·2^4]."""
 CONTAMINATION = 0.04
@@ -84,14 +85,14 @@ SEARCH_MARGIN = 7.0
 probability about e^−7 ≈ 1e−3 at k = k_search."""
 
 _COMPONENT = "radius"
-_SCALE_NOTE = "row-norm scale: median of ||x_i|| on the public grid 2^(j/4)"
+_SCALE_NOTE = "row-norm scale: median of ||x_i|| on the public grid 2^(j/2)"
 _RADIUS_NOTE = ("row-norm radius: quantile of ||x_i|| on the public grid 2^(i/32), in the window "
                 "[scale/2, 16*scale]")
 
 
 @functools.cache
 def radius_grid() -> np.ndarray:
-    """The public grid 2^(i/32), i = −332·32 … 332·32 (read-only)."""
+    """The public grid 2^(i/32), i = −166·32 … 166·32 (read-only)."""
     grid = geometric_grid(STEPS_PER_OCTAVE, OCTAVES)
     grid.flags.writeable = False
     return grid
@@ -182,19 +183,22 @@ def release_radius(counts: np.ndarray, *, n: int, d: int, rho: float, rng: Any,
     """The two searches on the counts of :func:`radius_graph` (draw order: scale, radius).
 
     ``rho`` is the whole covariance budget; the searches spend :func:`split_rho`'s first two
-    parts. With ``warn``, a rule that leaves more than a quarter of the rows outside (n·√ρ too
-    small for a tail quantile; public quantities only) raises a UtilityWarning.
+    parts. With ``warn``, n·√ρ too small for the searches (public quantities only: the rule
+    leaves more than a quarter of the rows outside, or the scale search's margin n·ε_S/4 is
+    below ln(#candidates) + 7) raises a UtilityWarning.
     """
     grid = radius_grid()
     counts = np.asarray(counts)
     rule = radius_rule(n, d, rho)
-    if warn and rule.outside > n / 4:
-        warnings.warn(
-            f"dp_covariance's private radius: at n = {n} and rho = {rho:g} the search can only "
-            f"target the {rule.q:.3g} quantile of the row norms, so about "
-            f"{100 * (1 - rule.q):.0f} % of the rows are clipped. Give a public radius "
-            "(radius=R) or more budget.", UtilityWarning, stacklevel=4)
     eps_scale, eps_radius = _epsilons(rho)
+    scale_margin = n * eps_scale / 4 - math.log(_coarse_indices().size)
+    if warn and (rule.outside > n / 4 or scale_margin < SEARCH_MARGIN):
+        warnings.warn(
+            f"dp_covariance's private radius: at n = {n} and rho = {rho:g} the searches are "
+            f"unreliable (the radius targets the {rule.q:.3g} quantile of the row norms, so "
+            f"about {100 * (1 - rule.q):.0f} % of the rows are clipped, and the scale search "
+            "may miss the data). Give a public radius "
+            "(radius=R) or more budget.", UtilityWarning, stacklevel=4)
     coarse = _coarse_indices()
     pick, scale_record = exponential_quantile_from_counts(
         counts[coarse], grid[coarse], n=n, q=0.5, epsilon=eps_scale, rng=rng,

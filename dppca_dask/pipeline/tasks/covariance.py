@@ -106,7 +106,7 @@ def covariance_noise(cfg: RunConfig, setup: CovarianceSetup, budget: BudgetPlan,
         scale_rec, radius_rec = release.records[:2]
         lines.append(
             f"    radius: rho = {_r(parts['radius'])}; exponential mechanism searches on the "
-            f"row norms: the median on {scale_rec.draws} grid points 2^(j/4) (rho = "
+            f"row norms: the median on {scale_rec.draws} grid points 2^(j/2) (rho = "
             f"{_r(scale_rec.rho or 0.0)}), then the {_r(rule.q)} quantile ({rule.binding} rule) "
             f"on {radius_rec.draws} points 2^(i/32) around it (rho = {_r(radius_rec.rho or 0.0)}); "
             f"the method gets rho = {_r(plan.rho - parts['radius'])}")
