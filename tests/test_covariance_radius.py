@@ -228,3 +228,19 @@ def test_cli_covariance__default_section_is_the_recommended_release(tmp_path):
     for bad in ({"preset": "fast"}, {"radius": "median"}, {"preset": "seed"}):
         with pytest.raises(Exception, match="covariance"):
             RunConfig.from_dict({**settings, "covariance": bad})
+
+
+def test_benchmark_covariance_radius__equals_dp_covariance():
+    from tests.helpers import benchmark_module
+
+    with benchmark_module("covariance_radius", "bench_covariance_radius") as bench:
+        x = bench.sample("t4", 1500, np.random.default_rng(1), bench.population(6))
+        cov, radius = bench.private_release(x, rho=0.5, method="auto",
+                                            rng=np.random.default_rng(4))
+        fit = dp_covariance(x, rho=0.5, rng=np.random.default_rng(4))
+        assert radius == fit.metadata["radius"]
+        np.testing.assert_allclose(cov, fit.covariance.values, rtol=0, atol=1e-9)
+        res = bench.run(1, 2, rhos=(1.0,), families=("outliers",), units=(1.0, 1e3),
+                        log=lambda _: None)
+        text, misses = bench.table(res, (1.0,), ("outliers",), (1.0, 1e3))
+        assert "SSP (row, 1.5√d literal)" in text and isinstance(misses, list)
