@@ -92,7 +92,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
                       "pip install 'dppca_dask[sklearn]'") from exc
 
 from dppca_dask._validation import bad_param, parse_choice, parse_int
-from dppca_dask.covariance.estimator import dp_covariance, parse_clip
+from dppca_dask.covariance.estimator import dp_covariance, parse_clip, resolve_preset
 from dppca_dask.errors import BudgetError, InputError
 from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
 from dppca_dask.pca.scree import dp_scree
@@ -326,15 +326,21 @@ class DPCovariance(BaseEstimator):
     eps, delta
         An (ε, δ) budget instead of ``rho``.
     bounds
-        With ``clip="box"`` (default), the required public clipping bounds: a scalar, one per
-        feature, or a mapping from feature name to bound. Never derived from the data.
+        With ``clip="box"``, the required public clipping bounds: a scalar, one per feature, or
+        a mapping from feature name to bound (giving them selects ``clip="box"``). Never
+        derived from the data.
     method, control
-        ``"pace_ggm"`` (default), ``"ssp"``, ``"diagonal"`` or ``"auto"`` (SSP plus shrinkage)
-        and its control.
+        ``"pace_ggm"``, ``"ssp"``, ``"diagonal"`` or ``"auto"`` (SSP plus shrinkage) and its
+        control; None (default): the preset's.
     clip, radius
-        ``"box"`` (default: each value clipped to its bound) or ``"row"`` (each row scaled to
-        L2 norm at most the required public ``radius``; no ``bounds``). The package's recommended
-        configuration is ``method="auto", clip="row"`` (:func:`~dppca_dask.dp_covariance`).
+        ``"box"`` (each value clipped to its bound) or ``"row"`` (each row scaled to L2 norm at
+        most ``radius``, a public number or ``"private"``; no ``bounds``); None (default): the
+        preset's.
+    preset
+        ``"recommended"`` (default: ``method="auto", clip="row", radius="private"``, a private
+        row-norm quantile from 5 % of the budget) or ``"seed"`` (the R package's
+        ``method="pace_ggm", clip="box"``, with ``bounds``); see
+        :func:`~dppca_dask.dp_covariance`.
     random_state
         The package's ``rng``: ``None`` (default), an int, a SeedSequence or a Generator.
     ledger
@@ -354,9 +360,12 @@ class DPCovariance(BaseEstimator):
     Examples
     --------
     >>> X = np.random.default_rng(0).uniform(-1, 1, size=(500, 3))
-    >>> est = DPCovariance(rho=1.0, bounds=1.0, random_state=1).fit(X)
-    >>> est.covariance_.shape, bool(np.all(np.linalg.eigvalsh(est.covariance_) > 0))
+    >>> est = DPCovariance(rho=1.0, random_state=1).fit(X)  # auto, private row-norm radius
+    >>> est.covariance_.shape, bool(np.all(np.linalg.eigvalsh(est.covariance_) >= 0))
     ((3, 3), True)
+    >>> seed = DPCovariance(rho=1.0, bounds=1.0, preset="seed", random_state=1).fit(X)
+    >>> bool(np.all(np.linalg.eigvalsh(seed.covariance_) > 0))
+    True
     """
 
     def __init__(
@@ -366,10 +375,11 @@ class DPCovariance(BaseEstimator):
         eps: float | None = None,
         delta: float | None = None,
         bounds: Any = None,
-        method: str = "pace_ggm",
+        method: str | None = None,
         control: Any = None,
-        clip: str = "box",
-        radius: float | None = None,
+        clip: str | None = None,
+        radius: float | str | None = None,
+        preset: str = "recommended",
         random_state: Any = None,
         ledger: Any = None,
     ) -> None:
@@ -381,22 +391,24 @@ class DPCovariance(BaseEstimator):
         self.control = control
         self.clip = clip
         self.radius = radius
+        self.preset = preset
         self.random_state = random_state
         self.ledger = ledger
 
     def fit(self, X: Any, y: Any = None) -> DPCovariance:
         """Release the private second-moment matrix of ``X`` (one release; ``y`` is ignored)."""
         name = type(self).__name__
-        if self.clip != "box" or self.radius is not None:  # the clip, and row's radius
-            parse_clip(self.clip, self.bounds, self.radius, (), name)
+        method, clip, radius = resolve_preset(self.preset, method=self.method, clip=self.clip,
+                                              bounds=self.bounds, radius=self.radius, owner=name)
+        if clip != "box" or radius is not None:  # the clip, and row's radius
+            parse_clip(clip, self.bounds, radius, (), name)
         elif self.bounds is None:
             raise bad_param("bounds", name, "public bounds (a positive number, one per feature "
                             "or a mapping from feature name to bound) with clip='box'", None)
         rng = _rng(self.random_state, name)
         data = X if _out_of_core(X) else _frame(self, validate_data(self, X, dtype=np.float64))
-        options: dict[str, Any] = {"method": self.method, "control": self.control,
-                                   "clip": self.clip, "radius": self.radius,
-                                   "ledger": self.ledger}
+        options: dict[str, Any] = {"method": method, "control": self.control,
+                                   "clip": clip, "radius": radius, "ledger": self.ledger}
         result = dp_covariance(data, rho=self.rho, eps=self.eps, delta=self.delta,
                                bounds=self.bounds, rng=rng, **options)
         self.covariance_ = np.asarray(result.covariance.values, dtype=np.float64)

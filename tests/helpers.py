@@ -165,7 +165,7 @@ def example_results() -> dict[str, Any]:
                           non_private=True, rng=3, **an),
         "pca": dp_pca(x, privacy=pc, k=2, bins=4, scree_control=control["clipped"],
                       group=groups, non_private=True, rng=4, **an),
-        "covariance": dp_covariance(x, rho=0.5, bounds=8.0, rng=5, report_clipping=True,
+        "covariance": dp_covariance(x, preset="seed", rho=0.5, bounds=8.0, rng=5, report_clipping=True,
                                     control=pace_ggm_control(mean="measure")),
         # unseeded: a caller-seeded release is NOT PRIVATE (reproducible from the seed)
         "covariance_ssp": dp_covariance(x, rho=0.5, bounds=8.0, method="ssp"),

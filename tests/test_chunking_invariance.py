@@ -26,7 +26,7 @@ ESTIMATORS = {
     "dp_scree": lambda x: dp_scree(x, privacy=PRIV, rng=3, control={"C_clip": 5.0}),
     "dp_score": lambda x: dp_score(x, privacy=PRIV, rng=3),
     "dp_pca": lambda x: dp_pca(x, privacy=PRIV, rng=3, k=2, scree_control={"C_clip": 5.0}),
-    "dp_covariance": lambda x: dp_covariance(x, rho=0.5, bounds=4.0, rng=3),
+    "dp_covariance": lambda x: dp_covariance(x, preset="seed", rho=0.5, bounds=4.0, rng=3),
 }
 
 

@@ -181,7 +181,7 @@ def test_pace_ggm__spends_at_most_rho(seed, d, n, rho, beta, alpha, rounds, mean
 
 def test_pace_ggm__ledger_layout():
     x = _data(1)
-    fit = dp_covariance(x, rho=0.5, bounds=2.5, rng=3)
+    fit = dp_covariance(x, preset="seed", rho=0.5, bounds=2.5, rng=3)
     ledger = fit.ledger
     assert ledger[0].component == "diagonal" and ledger[0].draws == 5
     rounds = fit.metadata["rounds"]
@@ -199,7 +199,7 @@ def test_pace_ggm__ledger_layout():
 def test_pace_ggm__converges_to_the_exact_matrix(global_seed):
     x = _data(global_seed, d=4)
     exact = clipped_second_moment(x, bounds=2.5).values
-    fit = dp_covariance(x, rho=1e12, bounds=2.5, rng=global_seed,
+    fit = dp_covariance(x, preset="seed", rho=1e12, bounds=2.5, rng=global_seed,
                         control={"rounds_per_variable": 50})
     assert fit.measured.values.all()  # every entry was eventually measured
     np.testing.assert_allclose(fit.covariance.values, exact, atol=1e-6)
@@ -224,7 +224,7 @@ def test_diagonal__keeps_only_the_diagonal():
 
 def test_pace_ggm__precision_zero_at_unmeasured_entries(global_seed):
     x = _data(global_seed, n=300, d=8)
-    fit = dp_covariance(x, rho=2.0, bounds=2.5, rng=global_seed)
+    fit = dp_covariance(x, preset="seed", rho=2.0, bounds=2.5, rng=global_seed)
     cov = fit.covariance.values
     measured = fit.measured.values
     assert np.linalg.eigvalsh(cov).min() > 0
@@ -236,7 +236,7 @@ def test_pace_ggm__precision_zero_at_unmeasured_entries(global_seed):
 def test_pace_ggm__mean_option_is_exact_with_a_huge_budget():
     x = _data(2, d=4) + 0.7  # uncentred
     exact = clipped_second_moment(x, bounds=3.5).values
-    fit = dp_covariance(x, rho=1e12, bounds=3.5, rng=0,
+    fit = dp_covariance(x, preset="seed", rho=1e12, bounds=3.5, rng=0,
                         control={"mean": "measure", "rounds_per_variable": 50})
     np.testing.assert_allclose(fit.covariance.values, exact, atol=1e-5)
     np.testing.assert_allclose(fit.dataset["mean_measurement"].values,
@@ -244,7 +244,7 @@ def test_pace_ggm__mean_option_is_exact_with_a_huge_budget():
 
 
 def test_pace_ggm__pgd_solver_runs():
-    fit = dp_covariance(_data(0), rho=1.0, bounds=2.5, rng=0, control={"solver": "pgd"})
+    fit = dp_covariance(_data(0), preset="seed", rho=1.0, bounds=2.5, rng=0, control={"solver": "pgd"})
     assert np.linalg.eigvalsh(fit.covariance.values).min() > 0
 
 
@@ -272,7 +272,7 @@ def test_dp_covariance__clipping_enforces_the_bounds():
     np.testing.assert_array_equal(fit.dataset["clipped_count"].values,
                                   (np.abs(x) > bounds).sum(axis=0))
     assert fit.dataset["clipped_count"].attrs["description"].startswith("NOT PRIVATE")
-    assert "clipped_count" not in dp_covariance(x, rho=1.0, bounds=1.0, rng=0).dataset
+    assert "clipped_count" not in dp_covariance(x, preset="seed", rho=1.0, bounds=1.0, rng=0).dataset
 
 
 def test_dp_covariance__one_compute_and_same_release_as_the_driver_core():
@@ -287,7 +287,7 @@ def test_dp_covariance__one_compute_and_same_release_as_the_driver_core():
 
         dask.compute = counting
         try:
-            fit = dp_covariance(da.from_array(x, chunks=(37, 5)), rho=0.3, bounds=2.5, rng=11)
+            fit = dp_covariance(da.from_array(x, chunks=(37, 5)), preset="seed", rho=0.3, bounds=2.5, rng=11)
         finally:
             dask.compute = original
     assert len(calls) == 1
@@ -301,7 +301,7 @@ def test_dp_covariance__one_compute_and_same_release_as_the_driver_core():
 def test_dp_covariance__nonfinite_data_is_refused_inside_the_pass():
     x = da.from_array(np.array([[0.0, 1.0], [np.nan, 0.0], [1.0, 1.0]]), chunks=(1, 2))
     with pytest.raises(Exception, match="finite"):
-        dp_covariance(x, rho=1.0, bounds=1.0)
+        dp_covariance(x, preset="seed", rho=1.0, bounds=1.0)
 
 
 # --- validation -----------------------------------------------------------------------------
@@ -311,13 +311,13 @@ def test_dp_covariance__nonfinite_data_is_refused_inside_the_pass():
                                     [1.0, -1.0, 1.0], {"X1": 1.0}, {"X1": 1, "X2": 1, "Z": 1}])
 def test_dp_covariance__bad_bounds(bounds):
     with pytest.raises(ParameterError, match="'bounds' parameter of dp_covariance"):
-        dp_covariance(np.zeros((5, 3)), rho=1.0, bounds=bounds)
+        dp_covariance(np.zeros((5, 3)), preset="seed", rho=1.0, bounds=bounds)
 
 
 def test_dp_covariance__bounds_are_required():
     # box clipping (the default) needs public bounds; row clipping a radius (test_row_clip.py)
     with pytest.raises(ParameterError, match="'bounds' parameter of dp_covariance.*required"):
-        dp_covariance(np.zeros((5, 3)), rho=1.0)
+        dp_covariance(np.zeros((5, 3)), preset="seed", rho=1.0)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
@@ -331,7 +331,7 @@ def test_dp_covariance__bounds_are_required():
 ])
 def test_dp_covariance__bad_budget(kwargs, match):
     with pytest.raises(BudgetError, match=match):
-        dp_covariance(np.zeros((5, 3)), bounds=1.0, **kwargs)
+        dp_covariance(np.zeros((5, 3)), preset="seed", bounds=1.0, **kwargs)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
@@ -344,7 +344,7 @@ def test_dp_covariance__bad_budget(kwargs, match):
 ])
 def test_dp_covariance__bad_parameters(kwargs, match):
     with pytest.raises(ParameterError, match=match):
-        dp_covariance(np.zeros((5, 3)), rho=1.0, bounds=1.0, **kwargs)
+        dp_covariance(np.zeros((5, 3)), preset="seed", rho=1.0, bounds=1.0, **kwargs)
 
 
 def test_pace_ggm_control__budget_left_for_rounds():
@@ -357,7 +357,7 @@ def test_pace_ggm_control__budget_left_for_rounds():
 
 @pytest.fixture(scope="module")
 def fit() -> CovarianceResult:
-    return dp_covariance(_data(8), eps=1.0, delta=1e-6, bounds=2.5, rng=424242)
+    return dp_covariance(_data(8), preset="seed", eps=1.0, delta=1e-6, bounds=2.5, rng=424242)
 
 
 def test_dp_covariance__result_schema(fit):
@@ -478,7 +478,7 @@ def test_cli_covariance__row_clipping_equals_the_python_release(tmp_path, zarr_i
     direct = dp_covariance(x, eps=1.0, delta=1e-5, method="ssp", clip="row", radius=5.0, rng=3)
     np.testing.assert_array_equal(back.covariance.values, direct.covariance.values)
     assert "rows clipped to ||x|| <= 5" in (tmp_path / "out" / "summary.txt").read_text()
-    for bad, key in (({"clip": "row"}, "covariance.radius"),
+    for bad, key in (({"clip": "row", "radius": "median"}, "covariance.radius"),
                      ({"clip": "row", "radius": 5.0, "bounds": 4.0}, "covariance.bounds"),
                      ({"bounds": 4.0, "radius": 5.0}, "covariance.radius")):
         settings["covariance"] = {"method": "ssp", **bad}

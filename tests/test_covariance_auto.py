@@ -37,7 +37,8 @@ def test_dp_covariance__auto_plan_equals_the_ledger(clip, budget):
     x = _data(1)
     scale = {"bounds": 3.0} if clip == "box" else {"radius": 4.0}
     fit = dp_covariance(x, method="auto", clip=clip, rng=2, **budget, **scale)
-    plan = plan_covariance(6, resolve_zcdp(owner="dp_covariance", **budget), method="auto")
+    plan = plan_covariance(6, resolve_zcdp(owner="dp_covariance", **budget), method="auto",
+                           clip=clip, **scale)
     assert records_match(plan, fit.ledger) == []
     (record,) = fit.ledger
     assert record.component == "ssp" and record.mechanism == "gaussian_zcdp_symmetric"

@@ -208,14 +208,14 @@ def test_fuzz__covariance_bounds_near_float_max_is_one_clear_error():
     x = np.random.default_rng(0).normal(size=(50, 3))
     with pytest.raises(ParameterError, match=r"^The 'bounds' parameter of dp_covariance must be "
                                              r"at most 1e\+100 per variable .* Got 1e\+308"):
-        dp_covariance(x, rho=0.5, bounds=1e308, rng=0)
+        dp_covariance(x, preset="seed", rho=0.5, bounds=1e308, rng=0)
 
 
 def test_fuzz__covariance_single_row_warns_that_the_release_is_meaningless():
     from dppca_dask import PrivacyWarning, dp_covariance
 
     with pytest.warns(PrivacyWarning, match="single row"):
-        fit = dp_covariance(np.ones((1, 3)), rho=0.5, bounds=3.0, rng=0)
+        fit = dp_covariance(np.ones((1, 3)), preset="seed", rho=0.5, bounds=3.0, rng=0)
     assert np.isfinite(fit.covariance.values).all()
 
 
@@ -273,7 +273,7 @@ def _fuzz_calls():
         "dp_scree": lambda x: dp_scree(x, privacy=p2, rng=0, control={"C_clip": 5.0}),
         "dp_score": lambda x: dp_score(x, privacy=p2, rng=0),
         "dp_pca": lambda x: dp_pca(x, privacy=p2, rng=0, k=2, scree_control={"C_clip": 5.0}),
-        "dp_covariance": lambda x: dp_covariance(x, rho=0.5, bounds=3.0, rng=0),
+        "dp_covariance": lambda x: dp_covariance(x, preset="seed", rho=0.5, bounds=3.0, rng=0),
     }
 
 

@@ -71,7 +71,7 @@ def test_every_estimator_warns_before_reading_data(tmp_path):
     with pytest.warns(PrivacyWarning, match="calibration='classical'"):
         dp_pca(X, privacy=pc, scree_control=clipped_control(C_clip=30), rng=1, preset="seed")
     with pytest.warns(PrivacyWarning, match=r"delta = 0\.01 >= 1/n"):
-        dp_covariance(X, eps=1.0, delta=0.01, bounds=10.0, rng=1)
+        dp_covariance(X, preset="seed", eps=1.0, delta=0.01, bounds=10.0, rng=1)
     assert not missing.exists()
 
 

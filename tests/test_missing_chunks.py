@@ -111,7 +111,7 @@ def test_estimators__missing_chunk_is_refused_before_a_pass(tmp_path):
     with raise_if_dask_computes(), pytest.raises(InputError, match=RULE_RE):
         dp_loading(str(path), privacy=privacy_control(eps=1.0, delta=1e-5), rng=1)
     with raise_if_dask_computes(), pytest.raises(InputError, match=RULE_RE):
-        dp_covariance(str(path), rho=1.0, bounds=10.0, rng=1)
+        dp_covariance(str(path), preset="seed", rho=1.0, bounds=10.0, rng=1)
 
 
 def test_estimators__chunk_deleted_during_the_pass(tmp_path, monkeypatch):

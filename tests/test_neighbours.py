@@ -72,6 +72,7 @@ TASKS: list[tuple[str, dict[str, Any]]] = [
     ("covariance", {"covariance": {"method": "pace_ggm", "bounds": 8.0}}),
     ("covariance", {"covariance": {"method": "ssp", "bounds": 8.0}}),
     ("covariance", {"covariance": {"method": "diagonal", "bounds": 8.0}}),
+    ("covariance", {"covariance": {}}),  # the default: auto, row clipping at a private radius
 ]
 
 

@@ -79,7 +79,7 @@ def test_accounting__failure_before_noise_refunds_after_noise_keeps(monkeypatch)
                 dp_loading(X, privacy=PC, rng=1)
             with pytest.raises(RuntimeError):  # the default CSPRNG: its byte count tells
                 dp_loading(X, privacy=PC)
-        dp_covariance(X, rho=0.1, bounds=10.0, rng=1)
+        dp_covariance(X, preset="seed", rho=0.1, bounds=10.0, rng=1)
     statuses = [r.status for r in _ledger().reservations(_named("survey-c"))]
     assert statuses == ["cancelled", "cancelled", "released"]
 

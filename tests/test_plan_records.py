@@ -133,7 +133,7 @@ def test_plan_covariance__equals_the_ledger(method, budget):
     control = pace_ggm_control(mean="measure") if method == "pace_ggm" else None
     fit = dp_covariance(X, bounds=10.0, method=method, control=control, rng=5, **budget)
     plan = plan_covariance(4, resolve_zcdp(owner="dp_covariance", **budget), method=method,
-                           control=control)
+                           control=control, bounds=10.0)
     _check(plan, fit)
 
 

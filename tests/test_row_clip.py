@@ -160,7 +160,7 @@ def test_dp_covariance__row_records_and_plan(method):
     fit = dp_covariance(x, rho=0.5, method=method, clip="row", radius=3.0, rng=2,
                         control=control)
     plan = plan_covariance(4, resolve_zcdp(rho=0.5, owner="dp_covariance"), method=method,
-                           control=control)
+                           control=control, clip="row", radius=3.0)
     assert records_match(plan, fit.ledger) == []
     want = {"ssp": math.sqrt(2) / 300, "diagonal": math.sqrt(2) / 300, "select": 1 / 300,
             "measure": 1 / 300, "mean": 2 / 300}
@@ -178,7 +178,7 @@ def test_dp_covariance__row_huge_rho_gives_the_clipped_matrix():
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"clip": "row"}, "'radius' parameter of dp_covariance"),
+    ({"clip": "row", "radius": "median"}, "'radius' parameter of dp_covariance.*'private'"),
     ({"clip": "row", "radius": -1.0}, "'radius' parameter"),
     ({"clip": "row", "radius": math.inf}, "'radius' parameter"),
     ({"clip": "row", "radius": True}, "'radius' parameter"),

@@ -45,7 +45,8 @@ def _pca(**kw) -> DPPCA:
     return DPPCA(**{**base, **kw})
 
 
-@parametrize_with_checks([_pca(), DPCovariance(rho=1.0, bounds=5.0)],
+@parametrize_with_checks([_pca(), DPCovariance(rho=1.0, bounds=5.0, preset="seed"),
+                          DPCovariance(rho=1.0)],
                          expected_failed_checks=sklearn_expected_failed_checks)
 def test_sklearn__check_estimator(estimator, check):
     # xfail_strict is on (pyproject): a listed check that starts passing fails this test.
@@ -119,7 +120,7 @@ def test_sklearn__feature_names_from_a_data_frame():
     assert list(out.columns) == ["dppca0", "dppca1"]
     with pytest.raises(ValueError, match="Feature names unseen at fit time"):
         est.transform(frame.rename(columns={"a": "z"}))
-    cov = DPCovariance(rho=1.0, bounds={"a": 12.0, "b": 9.0, "c": 4.0, "d": 3.0},
+    cov = DPCovariance(preset="seed", rho=1.0, bounds={"a": 12.0, "b": 9.0, "c": 4.0, "d": 3.0},
                        random_state=1).fit(frame)
     assert cov.feature_names_in_.tolist() == ["a", "b", "c", "d"]
 
@@ -145,9 +146,9 @@ def test_sklearn__bad_parameters_fail_at_fit_with_one_line_errors():
         assert "\n" not in str(info.value)
         assert not hasattr(est, "components_")
     with pytest.raises(ParameterError, match="'bounds' parameter of DPCovariance"):
-        DPCovariance(rho=1.0).fit(X)
+        DPCovariance(preset="seed", rho=1.0).fit(X)
     with pytest.raises(BudgetError, match="needs a privacy budget"):
-        DPCovariance(bounds=1.0).fit(X)
+        DPCovariance(preset="seed", bounds=1.0).fit(X)
 
 
 def test_sklearn__the_seed_is_not_stored_and_an_unseeded_fit_is_marked():
@@ -167,7 +168,7 @@ def test_sklearn__every_fit_is_a_release_in_the_ledger():
     rows = Ledger(deployment_settings().ledger_path).reservations(account)
     assert [r.status for r in rows] == ["released", "released"]
     assert sum(r.eps for r in rows) == pytest.approx(8.0, rel=1e-12)
-    cov = DPCovariance(rho=0.5, bounds=12.0, random_state=1, ledger=acct).fit(X)
+    cov = DPCovariance(preset="seed", rho=0.5, bounds=12.0, random_state=1, ledger=acct).fit(X)
     assert len(Ledger(deployment_settings().ledger_path).reservations(account)) == 3
     assert cov.result_.ledger
 
@@ -208,7 +209,7 @@ def test_sklearn__dpcovariance_row_clipping_equals_dp_covariance():
 
 @pytest.mark.parametrize(("kw", "param", "rule"), [
     ({"clip": "rows", "radius": 6.0}, "clip", "among {'box', 'row'}"),
-    ({"clip": "row"}, "radius", "positive finite float with clip='row'"),
+    ({"clip": "row", "radius": "median"}, "radius", "positive finite float with clip='row'"),
     ({"clip": "row", "radius": -1.0}, "radius", "positive finite float with clip='row'"),
     ({"clip": "row", "radius": 6.0, "bounds": 4.0}, "bounds", "None with clip='row'"),
     ({"radius": 6.0, "bounds": 4.0}, "radius", "None with clip='box'"),
@@ -237,10 +238,10 @@ def test_sklearn__a_zarr_path_is_fitted_out_of_core(tmp_path):
 def test_sklearn__dpcovariance_sets_location_only_when_a_private_mean_is_released():
     from dppca_dask import pace_ggm_control
 
-    est = DPCovariance(rho=4.0, bounds=12.0, control=pace_ggm_control(mean="measure"),
+    est = DPCovariance(preset="seed", rho=4.0, bounds=12.0, control=pace_ggm_control(mean="measure"),
                        random_state=2).fit(X)
     np.testing.assert_array_equal(est.location_,
                                   est.result_.dataset["mean_measurement"].values)
     assert est.result_.dataset["mean_measurement"].attrs["private"] == 1
     np.testing.assert_allclose(est.location_, X.mean(axis=0), atol=1.0)
-    assert not hasattr(DPCovariance(rho=4.0, bounds=12.0, random_state=2).fit(X), "location_")
+    assert not hasattr(DPCovariance(preset="seed", rho=4.0, bounds=12.0, random_state=2).fit(X), "location_")

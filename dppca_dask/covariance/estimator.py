@@ -31,12 +31,20 @@ Methods:
 
 Noisy variances are clipped to the public range [0, B_j²] in every method (post-processing).
 
-Clipping (``clip``): ``"box"`` (default) clips each value to [−B_j, B_j] as above; ``"row"``
-(Analyze-Gauss; Dwork, Talwar, Thakurta & Zhang 2014) scales each row to L2 norm at most a public
-radius R (:func:`~dppca_dask.kernels.gram.row_clipped_gram`) and works in the normalised units
+Clipping (``clip``): ``"box"`` clips each value to [−B_j, B_j] as above; ``"row"``
+(Analyze-Gauss; Dwork, Talwar, Thakurta & Zhang 2014) scales each row to L2 norm at most a
+radius R (:func:`~dppca_dask.kernels.gram.row_clipped_gram`), public or (``radius="private"``)
+released first from a share of ρ by a private quantile search on the row norms
+(:mod:`dppca_dask.covariance.radius`; one more data pass), and works in the normalised units
 x̃ = x/R (‖x̃‖ ≤ 1): the whole matrix then has Frobenius sensitivity √2/n (raw √2·R²/n instead of
 √2·d·B²/n), the diagonal vector √2/n, one off-diagonal entry 1/n, the mean vector 2/n
 (docs/design/covariance_sensitivity.md, "Row clipping"). Every method accepts either clipping.
+
+Presets (``preset``; ``method``, ``clip`` and ``radius`` default to None, "the preset's value";
+explicit arguments always win): ``"recommended"`` (default) is ``method="auto", clip="row",
+radius="private"``; ``"seed"`` is the R package's ``method="pace_ggm", clip="box"`` (needs
+``bounds``). Giving ``bounds`` selects ``clip="box"``, giving a ``radius`` ``clip="row"``, and
+``clip="row"`` without a radius means the private one (:func:`resolve_preset`).
 """
 
 from __future__ import annotations
@@ -54,6 +62,14 @@ from dppca_dask._typing import BoundsLike, CovarianceClip, CovarianceMethod, Dat
 from dppca_dask._validation import bad_param, parse_bool, parse_choice
 from dppca_dask.covariance.maxent import psd_project
 from dppca_dask.covariance.pace_ggm import PaceGGMControl, as_control, initial_shares, run_pace_ggm
+from dppca_dask.covariance.radius import (
+    PRIVATE,
+    RadiusRelease,
+    radius_graph,
+    radius_records,
+    release_radius,
+    split_rho,
+)
 from dppca_dask.covariance.shrinkage import auto_estimate
 from dppca_dask.errors import ParameterError, PrivacyWarning
 from dppca_dask.graph.passes import row_block_sum
@@ -76,6 +92,7 @@ from dppca_dask.results.covariance import CovarianceResult, build_covariance_res
 __all__ = [
     "CLIPS",
     "METHODS",
+    "PRESETS",
     "plan_covariance",
     "CovarianceEstimate",
     "CovarianceSensitivities",
@@ -85,11 +102,47 @@ __all__ = [
     "parse_bounds",
     "parse_clip",
     "release_covariance",
+    "resolve_preset",
 ]
 
 METHODS: tuple[str, ...] = ("pace_ggm", "ssp", "diagonal", "auto")
 CLIPS: tuple[str, ...] = ("box", "row")
 _OWNER = "dp_covariance"
+PRESETS: dict[str, dict[str, str | None]] = {
+    "recommended": {"method": "auto", "clip": "row", "radius": PRIVATE},
+    "seed": {"method": "pace_ggm", "clip": "box", "radius": None},
+}
+"""The configurations ``preset`` names: the package's recommended one and the R package's."""
+
+
+def resolve_preset(preset: Any, *, method: Any, clip: Any, bounds: Any, radius: Any,
+                   owner: str = _OWNER) -> tuple[Any, Any, Any]:
+    """``(method, clip, radius)`` with every ``None`` replaced by the preset's value.
+
+    Explicit arguments win. ``clip=None`` becomes ``"box"`` when ``bounds`` are given,
+    ``"row"`` when a ``radius`` is, else the preset's; ``radius=None`` with row clipping and
+    no bounds becomes ``"private"``. The values are checked later (:func:`parse_clip`).
+
+    Examples
+    --------
+    >>> resolve_preset("recommended", method=None, clip=None, bounds=None, radius=None)
+    ('auto', 'row', 'private')
+    >>> resolve_preset("seed", method=None, clip=None, bounds=3.0, radius=None)
+    ('pace_ggm', 'box', None)
+    >>> resolve_preset("recommended", method="ssp", clip=None, bounds=None, radius=4.0)
+    ('ssp', 'row', 4.0)
+    """
+    rule = "one of " + ", ".join(repr(k) for k in PRESETS)
+    if not isinstance(preset, str) or preset not in PRESETS:
+        raise bad_param("preset", owner, rule, preset)
+    values = PRESETS[preset]
+    if method is None:
+        method = values["method"]
+    if clip is None:
+        clip = "box" if bounds is not None else "row" if radius is not None else values["clip"]
+    if radius is None and clip == "row" and bounds is None:
+        radius = PRIVATE
+    return method, clip, radius
 
 
 MAX_BOUND = 1e100
@@ -194,9 +247,10 @@ def _moment_graph(source: DataSource, bounds: np.ndarray, count_clipped: bool,
 
 
 def parse_clip(clip: Any, bounds: Any, radius: Any, variables: tuple[str, ...],
-               owner: str = _OWNER) -> tuple[str, np.ndarray]:
+               owner: str = _OWNER, *, private: bool = True) -> tuple[str, np.ndarray | None]:
     """``(clip, b)``: the clipping and the public per-variable scale b (the bounds B_j for
-    ``"box"``; d copies of the radius R for ``"row"``, whose normalised units are x/R)."""
+    ``"box"``; d copies of the radius R for ``"row"``, whose normalised units are x/R; ``None``
+    for ``radius="private"``, allowed when ``private``)."""
     clip = parse_choice(clip, "clip", owner, CLIPS)
     if clip == "box":
         if radius is not None:
@@ -205,7 +259,10 @@ def parse_clip(clip: Any, bounds: Any, radius: Any, variables: tuple[str, ...],
     if bounds is not None:
         raise bad_param("bounds", owner, "None with clip='row' (give radius)", bounds)
     rule = ("a positive finite float with clip='row' (the public row-norm bound R; never "
-            "taken from the data)")
+            "taken from the data)" + (", or 'private' (a private quantile of the row norms, "
+                                      "from a share of rho)" if private else ""))
+    if isinstance(radius, str) and radius == PRIVATE and private:
+        return clip, None
     if isinstance(radius, bool | np.bool_) or not isinstance(radius, int | float | np.integer
                                                             | np.floating):
         raise bad_param("radius", owner, rule, radius)
@@ -229,7 +286,9 @@ def clipped_second_moment(X: DataLike, *, bounds: Any = None, clip: str = "box",
     [[0.5, 0.0], [0.0, 0.5]]
     """
     source = as_data(X, owner="clipped_second_moment", min_rows=1)
-    clip, b = parse_clip(clip, bounds, radius, source.variables, "clipped_second_moment")
+    clip, b = parse_clip(clip, bounds, radius, source.variables, "clipped_second_moment",
+                         private=False)
+    assert b is not None  # private=False: a public scale
     (parts,) = run(once(_moment_graph(source, b, False, clip)))
     names = list(source.variables)
     return xr.DataArray(
@@ -370,19 +429,28 @@ def dp_covariance(
     eps: float | None = None,
     delta: float | None = None,
     bounds: BoundsLike | None = None,
-    method: CovarianceMethod = "pace_ggm",
+    method: CovarianceMethod | None = None,
     control: PaceGGMControl | Mapping[str, Any] | None = None,
     rng: RngLike = None,
     report_clipping: bool = False,
     ledger: Accountant | None = None,
-    clip: CovarianceClip = "box",
-    radius: float | None = None,
+    clip: CovarianceClip | None = None,
+    radius: float | str | None = None,
+    preset: str = "recommended",
 ) -> CovarianceResult:
     """Differentially private second-moment (covariance) matrix Σ(X) = XᵀX/n under ρ-zCDP.
 
-    Data are clipped to the public bounds [−B_j, B_j] inside the data pass; the release
-    approximates Σ of the clipped data. Centre the data with public constants beforehand if
-    a centred covariance is wanted. ``n`` and the variable names are public.
+    Data are clipped inside the data pass -- each row to a radius (default: a private one), or
+    each value to public bounds [−B_j, B_j] --; the release approximates Σ of the clipped data.
+    Centre the data with public constants beforehand if a centred covariance is wanted. ``n``
+    and the variable names are public.
+
+    The default (``preset="recommended"``, no ``bounds``, no ``radius``) is ``method="auto",
+    clip="row", radius="private"``: 5 % of ρ buys a private quantile of the row norms (a rule
+    of n, d and ρ picks which), the rest the SSP release clipped at it, post-processed by
+    shrinkage. ``preset="seed"`` is the R package's ``method="pace_ggm", clip="box"`` (give
+    ``bounds``). ``method``, ``clip`` and ``radius`` left at None take the preset's value;
+    explicit arguments always win (:func:`resolve_preset`).
 
     Parameters
     ----------
@@ -396,12 +464,12 @@ def dp_covariance(
         to (ε, δ) (Canonne, Kamath & Steinke 2020; :func:`~dppca_dask.privacy.zcdp.zcdp_eps`)
         is within ε. Give either ``rho`` or both.
     bounds
-        Required with ``clip="box"``: public bounds, a scalar B (|x_j| ≤ B for all j), one B_j
-        per variable, or a mapping from variable name to B_j. Never derived from the data.
+        Required with ``clip="box"`` (and selecting it when ``clip`` is None): public bounds, a
+        scalar B (|x_j| ≤ B for all j), one B_j per variable, or a mapping from variable name
+        to B_j. Never derived from the data.
     method
-        ``"pace_ggm"`` (default), ``"ssp"``, ``"diagonal"`` or ``"auto"`` (SSP plus
-        shrinkage; with ``clip="row"`` the recommended configuration); see the module
-        docstring.
+        ``"pace_ggm"`` (the seed preset's), ``"ssp"``, ``"diagonal"`` or ``"auto"`` (SSP plus
+        shrinkage; the recommended preset's); None: the preset's. See the module docstring.
     control
         For ``"pace_ggm"``: a :func:`~dppca_dask.pace_ggm_control` object or a dict of its
         arguments. For ``"ssp"``: ``None`` or ``{"psd": bool}``. For ``"diagonal"`` and
@@ -417,11 +485,19 @@ def dp_covariance(
         persistent budget ledger before any data is read, with the CLI's cap check; default:
         the one set by ``with dppca_dask.accounting(...)``, else none.
     clip, radius
-        ``"box"`` (default): each value clipped to [−B_j, B_j]. ``"row"``: each row scaled to
-        L2 norm at most the public ``radius`` R (Analyze-Gauss), which cuts the SSP noise from
-        √2·d·B²/n to √2·R²/n in Frobenius norm (R = 1.5·√d on standardised data is 4× less
-        than B = 3); ``bounds`` must then be None. The stored ``bound`` is R for every variable
-        (|x_j| ≤ ‖x‖ ≤ R).
+        ``"box"``: each value clipped to [−B_j, B_j]. ``"row"``: each row scaled to L2 norm at
+        most ``radius`` R (Analyze-Gauss), which cuts the SSP noise from √2·d·B²/n to √2·R²/n
+        in Frobenius norm; ``bounds`` must then be None. ``radius`` is a public positive
+        float, or ``"private"`` (the default with row clipping): R is then released first,
+        from :data:`~dppca_dask.covariance.radius.RADIUS_SHARE` of ρ, by exponential-mechanism
+        searches on a public geometric grid (equivariant to the data's units; one more data
+        pass; docs/design/covariance_sensitivity.md, "The private radius"), and the method gets
+        the rest of ρ. The stored ``bound`` is R for every variable (|x_j| ≤ ‖x‖ ≤ R), marked
+        private when R is; ``metadata["radius"]`` is R, ``metadata["radius_quantile"]`` the
+        public quantile it targets.
+    preset
+        ``"recommended"`` (default) or ``"seed"``: what ``method``, ``clip`` and ``radius``
+        left at None mean (above).
 
     Returns
     -------
@@ -438,7 +514,10 @@ def dp_covariance(
     Examples
     --------
     >>> X = np.random.default_rng(0).uniform(-1, 1, size=(500, 4))
-    >>> fit = dp_covariance(X, rho=1.0, bounds=1.0, rng=1)
+    >>> fit = dp_covariance(X, rho=1.0, rng=1)  # auto, row clipping at a private radius
+    >>> fit.method, round(fit.metadata["radius_quantile"], 3), 0.5 < fit.metadata["radius"] < 2.0
+    ('auto', 0.912, True)
+    >>> fit = dp_covariance(X, rho=1.0, bounds=1.0, preset="seed", rng=1)
     >>> fit.covariance.shape, bool(np.all(np.linalg.eigvalsh(fit.covariance.values) > 0))
     ((4, 4), True)
     >>> print(fit)  # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
@@ -449,24 +528,35 @@ def dp_covariance(
     Bounds: |x_j| <= 1 (public)
     """
     plan = resolve_zcdp(rho=rho, eps=eps, delta=delta, owner=_OWNER)
-    method = parse_choice(method, "method", _OWNER, METHODS)  # type: ignore[assignment]
-    parsed_control = parse_control(method, control)
+    chosen, clip, radius = resolve_preset(preset, method=method, clip=clip, bounds=bounds,
+                                          radius=radius)
+    method_name = parse_choice(chosen, "method", _OWNER, METHODS)
+    parsed_control = parse_control(method_name, control)
     report_clipping = parse_bool(report_clipping, "report_clipping", _OWNER)
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_rows=1)
     clipping, b = parse_clip(clip, bounds, radius, source.variables)
-    release = plan_covariance(source.p, plan, method=method, control=parsed_control)
+    release = plan_covariance(source.p, plan, method=method_name, control=parsed_control,
+                              clip=clipping, radius=PRIVATE if b is None else float(b[0]),
+                              bounds=bounds)
 
     def fit(tracked: RngState) -> CovarianceResult:
         return fit_covariance(
-            source, plan, bounds=b, method=method, control=parsed_control, rng_state=tracked,
+            source, plan, bounds=b, method=method_name, control=parsed_control,
+            rng_state=tracked,
             report_clipping=report_clipping, clip=clipping,
         )
 
     return account(ledger, X, release, n=source.n, owner=_OWNER, rng_state=state, fit=fit)
 
 
-def rho_allocations(method: str, rho: float, control: Any, d: int) -> tuple[tuple[str, float], ...]:
+def rho_allocations(method: str, rho: float, control: Any, d: int,
+                    private_radius: bool = False) -> tuple[tuple[str, float], ...]:
+    """The named parts of ρ (``radius`` first when the radius is private; the method's parts
+    then share what is left)."""
+    if private_radius:
+        scale, search, rest = split_rho(rho)
+        return (("radius", scale + search), *rho_allocations(method, rest, control, d))
     if method == "pace_ggm":
         shares = initial_shares(control, d)
         rounds = 1.0 - shares["diagonal"] - shares["mean"]
@@ -481,7 +571,7 @@ def fit_covariance(
     source: DataSource,
     plan: ZCDPPlan,
     *,
-    bounds: np.ndarray,
+    bounds: np.ndarray | None,
     method: str,
     control: Any,
     rng_state: Any,
@@ -490,25 +580,55 @@ def fit_covariance(
 ) -> CovarianceResult:
     """Run the covariance release on a validated source (shared with the CLI runner).
 
-    ``clip="row"``: ``bounds`` holds d copies of the radius R (:func:`parse_clip`)."""
+    ``clip="row"``: ``bounds`` holds d copies of the radius R (:func:`parse_clip`), or is None
+    for the private radius: a count pass and the radius searches run first (RNG order: the
+    scale search, the radius search, then the method's draws)."""
     if source.n < 1:
         raise ParameterError("dp_covariance needs at least one row.")
     if source.n == 1:  # public n: the warning says nothing about the data
         warnings.warn("dp_covariance on a single row: the release is valid but the noise (of "
                       "the size of the bounds squared) swamps it; it says nothing useful.",
                       PrivacyWarning, stacklevel=3)
-    plan = plan.with_allocations(rho_allocations(method, plan.rho, control, source.p))
+    private = bounds is None
+    if private and clip != "row":
+        raise ParameterError("dp_covariance: a private radius needs clip='row'.")
+    plan = plan.with_allocations(rho_allocations(method, plan.rho, control, source.p, private))
+    rho_method = plan.rho
+    found: RadiusRelease | None = None
+    if bounds is None:
+        (counts,) = run(once(radius_graph(source)))
+        found = release_radius(counts, n=source.n, d=source.p, rho=plan.rho,
+                               rng=rng_state.generator)
+        bounds = np.full(source.p, found.radius)
+        rho_method = split_rho(plan.rho)[2]
     (parts,) = run(once(_moment_graph(source, bounds, report_clipping, clip)))
     gram, sums, clipped = parts
-    estimate = release_covariance(gram / source.n, n=source.n, bounds=bounds, rho=plan.rho,
+    estimate = release_covariance(gram / source.n, n=source.n, bounds=bounds, rho=rho_method,
                                   method=method, control=control, rng=rng_state.generator,
                                   mean=sums / source.n, clip=clip)
+    if found is not None:
+        with_radius(estimate, found)
     control_dict = control.to_dict() if isinstance(control, PaceGGMControl) else control
     return build_covariance_result(
         estimate, variables=source.variables, n=source.n, bounds=bounds, plan=plan,
         control=control_dict, seeded=rng_state.seeded,
-        clipped=clipped if report_clipping else None,
+        clipped=clipped if report_clipping else None, private_bound=found is not None,
     )
+
+
+RADIUS_KEYS = ("radius", "radius_scale", "bounds")
+"""The metadata keys that hold the released radius (post-processing when it is private)."""
+
+
+def with_radius(estimate: CovarianceEstimate, found: RadiusRelease) -> CovarianceEstimate:
+    """Put the private radius's records first in ``estimate``'s ledger and its released values
+    (private: declared post-processing) and public rule into the info."""
+    estimate.ledger = [*found.records, *estimate.ledger]
+    info = estimate.info
+    info.update(radius=found.radius, radius_private=True, radius_scale=found.scale,
+                radius_quantile=found.rule.q, radius_rule=found.rule.binding)
+    info["post_processing"] = [*info.get("post_processing", []), *RADIUS_KEYS]
+    return estimate
 
 
 _PLAN_NOTES = {"ssp": "the whole second-moment matrix", "diagonal": "all d diagonal entries",
@@ -517,18 +637,37 @@ _PLAN_NOTES = {"ssp": "the whole second-moment matrix", "diagonal": "all d diago
                          "many rounds and their split adapt to the data"}
 
 
-def plan_covariance(p: int, plan: ZCDPPlan, *, method: str = "pace_ggm",
-                    control: Any = None) -> Plan:
-    """What ``dp_covariance`` spends (ρ-zCDP) and its one pass, from public quantities only.
+def plan_covariance(p: int, plan: ZCDPPlan, *, method: str | None = None,
+                    control: Any = None, clip: str | None = None,
+                    radius: float | str | None = None, bounds: Any = None,
+                    preset: str = "recommended") -> Plan:
+    """What ``dp_covariance`` spends (ρ-zCDP) and its passes, from public quantities only.
 
+    ``method``, ``clip``, ``radius``, ``bounds`` and ``preset`` resolve as in
+    :func:`dp_covariance` (default: auto, row clipping at a private radius); only whether the
+    radius is private changes the records (its two searches come first, and a second pass).
     PACE-GGM's rounds adapt to the data (how many, and how ρ is split among them), so they are
     planned as one record with their whole allocation (:data:`~dppca_dask.privacy.plan.ADAPTIVE`).
+
+    Examples
+    --------
+    >>> from dppca_dask.privacy.zcdp import resolve_zcdp
+    >>> plan = plan_covariance(4, resolve_zcdp(rho=1.0, owner="dp_covariance"))
+    >>> [(r.component, round(r.rho, 4)) for r in plan.records], plan.passes
+    ([('radius', 0.0125), ('radius', 0.0375), ('ssp', 0.95)], 2)
     """
+    method, clip, radius = resolve_preset(preset, method=method, clip=clip, bounds=bounds,
+                                          radius=radius)
     method = parse_choice(method, "method", _OWNER, METHODS)
+    if clip not in CLIPS:  # checked once: the fit's parse_clip checked it already
+        clip = parse_choice(clip, "clip", _OWNER, CLIPS)
+    private = clip == "row" and isinstance(radius, str) and radius == PRIVATE
     control = control if isinstance(control, PaceGGMControl) else parse_control(method, control)
-    records = []
-    for name, rho in rho_allocations(method, plan.rho, control, p):
+    records: list[SpendRecord] = list(radius_records(plan.rho)) if private else []
+    for name, rho in rho_allocations(method, plan.rho, control, p, private):
         note = _PLAN_NOTES.get(name, "")
+        if name == "radius":  # its two searches, above
+            continue
         if name == "rounds":  # a data-dependent number of calls: one record for them all
             records.append(planned(name, ADAPTIVE, 0.0, 0.0, rho=rho, calibration="zcdp",
                                    note=note))
@@ -539,6 +678,7 @@ def plan_covariance(p: int, plan: ZCDPPlan, *, method: str = "pace_ggm",
             records.append(gaussian_zcdp_record(component=name, rho=rho, draws=p,
                                                 sensitivity=None, note=note))
     eps_delta = None if plan.eps is None else (plan.eps, plan.delta or 0.0)
-    return Plan(tuple(records), passes=1, accounting="zcdp", eps_delta=eps_delta,
+    return Plan(tuple(records), passes=2 if private else 1, accounting="zcdp",
+                eps_delta=eps_delta,
                 adaptive=frozenset({"select", "measure"}) if method == "pace_ggm"
                 else frozenset())

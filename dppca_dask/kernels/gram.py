@@ -6,6 +6,9 @@ happens here, inside the pass, before any product is formed. Summed over row blo
 (:func:`~dppca_dask.graph.passes.row_block_sum`) the block results give XᵀX and the column
 sums of the clipped data (PACE-GGM's optional mean entries) and, only when the caller opts in,
 the number of clipped values per variable (a non-private diagnostic).
+
+:func:`row_norm_counts` is the pass before a private row-clipping radius: the count of rows whose
+L2 norm lies below each point of a public grid (the private quantile search runs on the driver).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import numpy as np
 
 from dppca_dask.kernels.kendall import check_finite_block
 
-__all__ = ["ROW_SHRINK", "clipped_gram", "row_clipped_gram"]
+__all__ = ["ROW_SHRINK", "clipped_gram", "row_clipped_gram", "row_norm_counts", "row_norms"]
 
 ROW_SHRINK = 1.0 - 2.0 ** -40
 """A clipped row is scaled to norm R·(1 − 2^-40), so floating-point rounding of the scaling
@@ -75,3 +78,37 @@ def row_clipped_gram(
     else:
         count = np.zeros(values.shape[1], dtype=np.int64)
     return clipped.T @ clipped, clipped.sum(axis=0), count
+
+
+def row_norms(values: np.ndarray) -> np.ndarray:
+    """The L2 norm of every row, without overflow or underflow of the squares: each row is
+    divided by its largest |x_j| first (a row of zeros has norm 0; a norm beyond the largest
+    double is inf).
+
+    Examples
+    --------
+    >>> np.round(row_norms(np.array([[3e200, 4e200], [3e-200, -4e-200], [0.0, 0.0]])) /
+    ...          np.array([1e200, 1e-200, 1.0]), 12).tolist()
+    [5.0, 5.0, 0.0]
+    """
+    values = np.asarray(values, dtype=np.float64)
+    top = np.max(np.abs(values), axis=1) if values.shape[1] else np.zeros(values.shape[0])
+    safe = np.where(top > 0, top, 1.0)
+    scaled = values / safe[:, None]
+    with np.errstate(over="ignore"):
+        return safe * np.sqrt(np.einsum("ij,ij->i", scaled, scaled)) * (top > 0)
+
+
+def row_norm_counts(block: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """``counts[i] = #{rows x of the block : ‖x‖₂ < grid[i]}`` (strict; ``grid`` increasing).
+
+    Examples
+    --------
+    >>> row_norm_counts(np.array([[3.0, 4.0], [0.0, 1.0], [0.0, 0.0]]),
+    ...                 np.array([0.5, 1.0, 5.0, 6.0])).tolist()
+    [1, 1, 2, 3]
+    """
+    values = np.ascontiguousarray(block, dtype=np.float64)
+    check_finite_block(values)
+    first_above = np.searchsorted(grid, row_norms(values), side="right")  # grid[i] > ‖x‖
+    return np.cumsum(np.bincount(first_above, minlength=grid.size + 1)[:grid.size])

@@ -298,37 +298,51 @@ class PCAConfig(_KendallOptions):
 class CovarianceConfig(_Model):
     """Options of :func:`~dppca_dask.dp_covariance`; ``privacy`` eps/delta become ρ-zCDP.
 
-    ``clip: box`` (default): ``bounds`` (required) are public: one number for every variable, a
-    list with one per variable, or a mapping from variable name to bound. ``clip: row``: rows are
-    scaled to L2 norm at most the public ``radius`` (Analyze-Gauss; no ``bounds``). ``control``
-    holds the arguments of :func:`~dppca_dask.pace_ggm_control` (method ``pace_ggm``) or
-    ``{psd: bool}`` (``ssp``).
+    ``preset: recommended`` (default) makes ``method: auto, clip: row, radius: private`` the
+    values of the keys left out; ``preset: seed`` makes them ``method: pace_ggm, clip: box`` (the R
+    package's; give ``bounds``). Keys given always win; ``bounds`` alone selects ``clip: box``, a
+    ``radius`` alone ``clip: row``. ``clip: box``: ``bounds`` (required) are public: one number
+    for every variable, a list with one per variable, or a mapping from variable name to bound.
+    ``clip: row``: rows are scaled to L2 norm at most ``radius`` (Analyze-Gauss; no
+    ``bounds``): a public number, or ``private`` (the default: a private quantile of the row
+    norms from 5 % of the budget). ``control`` holds the arguments of
+    :func:`~dppca_dask.pace_ggm_control` (method ``pace_ggm``) or ``{psd: bool}`` (``ssp``).
     """
 
-    method: Literal["pace_ggm", "ssp", "diagonal", "auto"] = "pace_ggm"
-    clip: Literal["box", "row"] = "box"
+    preset: Literal["recommended", "seed"] = "recommended"
+    method: Literal["pace_ggm", "ssp", "diagonal", "auto"] | None = None
+    clip: Literal["box", "row"] | None = None
     bounds: (Annotated[float, Field(gt=0, allow_inf_nan=False)]
              | list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]
              | dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]]
              | None) = None
-    radius: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    radius: Annotated[float, Field(gt=0, allow_inf_nan=False)] | Literal["private"] | None = None
     control: dict[str, Any] | None = None
     report_clipping: bool = False
+
+    def resolved(self) -> tuple[str, str, float | str | None]:
+        """``(method, clip, radius)`` with the preset's values for the keys left out."""
+        from dppca_dask.covariance.estimator import resolve_preset
+
+        method, clip, radius = resolve_preset(self.preset, method=self.method, clip=self.clip,
+                                              bounds=self.bounds, radius=self.radius)
+        return method, clip, radius
 
     @model_validator(mode="after")
     def _valid_control(self) -> CovarianceConfig:
         from dppca_dask.covariance.estimator import parse_control
         from dppca_dask.errors import ParameterError
 
-        if self.clip == "box" and (self.bounds is None or self.radius is not None):
+        method, clip, radius = self.resolved()
+        if clip == "box" and (self.bounds is None or radius is not None):
             raise ValueError("config key 'covariance.bounds' is required with clip: box (the "
-                             "public bounds), and 'covariance.radius' applies only to clip: row")
-        if self.clip == "row" and (self.radius is None or self.bounds is not None):
-            raise ValueError("config key 'covariance.radius' is required with clip: row (the "
-                             "public row-norm bound R), and 'covariance.bounds' applies only to "
-                             "clip: box")
+                             "public bounds; preset: seed means clip: box), and "
+                             "'covariance.radius' applies only to clip: row")
+        if clip == "row" and self.bounds is not None:
+            raise ValueError("config key 'covariance.bounds' applies only to clip: box; with "
+                             "clip: row give 'covariance.radius' (a public number, or private)")
         try:
-            parse_control(self.method, self.control)
+            parse_control(method, self.control)
         except ParameterError as exc:
             raise ValueError(str(exc)) from None
         return self

@@ -71,7 +71,7 @@ def plot_covariance(fit: Any, *, panels: str | Sequence[str] = COVARIANCE_PANELS
     --------
     >>> from dppca_dask import dp_covariance
     >>> X = np.random.default_rng(0).uniform(-1, 1, size=(500, 4))
-    >>> out = dp_covariance(X, eps=2, delta=1e-5, bounds=1.0, rng=1).plot()
+    >>> out = dp_covariance(X, preset="seed", eps=2, delta=1e-5, bounds=1.0, rng=1).plot()
     >>> sorted(out.axes)
     ['correlation', 'covariance', 'weights']
     """

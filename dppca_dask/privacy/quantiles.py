@@ -11,6 +11,13 @@ The data pass computes, once, the count of values strictly below every grid poin
   positive side stopped past its first step, else −(β^{k−} − 1) if the negative side did, else 0.
 
 Both are pure ε-DP (no δ); the records returned say so.
+
+A third search, :func:`exponential_quantile_from_counts`, is the exponential mechanism over a
+finite window of a two-sided geometric grid 2^(i/s) (:func:`geometric_grid`, i negative too), with
+the score −|#{x < t_i} − q·n| of sensitivity 1 (replace-one): ε-DP and ε²/8-zCDP (its record is
+:func:`~dppca_dask.privacy.mechanisms.exponential_mechanism_record`'s). The grid is
+multiplicative, so values scaled by a power of 2^(1/s) move the scores by whole steps: the search
+is equivariant to units (``dp_covariance``'s private row-norm radius).
 """
 
 from __future__ import annotations
@@ -26,7 +33,12 @@ import numpy as np
 from dppca_dask._validation import bad_param, parse_int, parse_real
 from dppca_dask.errors import InputError
 from dppca_dask.privacy.accounting import SpendRecord
-from dppca_dask.privacy.mechanisms import above_threshold, above_threshold_record
+from dppca_dask.privacy.mechanisms import (
+    above_threshold,
+    above_threshold_record,
+    exponential_mechanism,
+    exponential_mechanism_record,
+)
 from dppca_dask.privacy.rng import as_rng
 
 __all__ = [
@@ -35,6 +47,9 @@ __all__ = [
     "QuantileRelease",
     "durfee_quantile",
     "durfee_upper",
+    "exponential_quantile_from_counts",
+    "exponential_quantile_record",
+    "geometric_grid",
     "signed_quantile_from_counts",
     "signed_quantile_records",
     "upper_from_counts",
@@ -249,3 +264,65 @@ def durfee_quantile(
         raise bad_param("component", owner, "a str", component)
     return signed_quantile_from_counts(pos, neg, grid, n=values.size, q=q, eps=eps, beta=beta,
                                        rng=state.generator, component=component)
+
+
+def geometric_grid(steps_per_octave: int, octaves: int) -> np.ndarray:
+    """The public two-sided geometric grid t_i = 2^(i/s), i = −s·o … s·o (s = ``steps_per_octave``,
+    o = ``octaves``): 2·s·o + 1 points from 2^−o to 2^o, symmetric in log scale about 1.
+
+    Examples
+    --------
+    >>> geometric_grid(2, 1).tolist() == [0.5, 2 ** -0.5, 1.0, 2 ** 0.5, 2.0]
+    True
+    """
+    steps = parse_int(steps_per_octave, "steps_per_octave", "geometric_grid", low=1)
+    span = parse_int(octaves, "octaves", "geometric_grid", low=1)
+    if span > 1000:  # 2^±1000 stay finite, normal doubles
+        raise bad_param("octaves", "geometric_grid", "an int in [1, 1000]", octaves)
+    return np.exp2(np.arange(-steps * span, steps * span + 1, dtype=np.float64) / steps)
+
+
+def exponential_quantile_record(*, component: str, epsilon: float, size: int,
+                                note: str = "") -> SpendRecord:
+    """The record of one :func:`exponential_quantile_from_counts` over ``size`` grid points:
+    the exponential mechanism's (score sensitivity 1, ρ = ε²/8)."""
+    return exponential_mechanism_record(component=component, epsilon=epsilon, sensitivity=1.0,
+                                        size=size, note=note)
+
+
+def exponential_quantile_from_counts(
+    counts: np.ndarray,
+    grid: np.ndarray,
+    *,
+    n: int,
+    q: float,
+    epsilon: float,
+    rng: Any,
+    component: str,
+    note: str = "",
+) -> tuple[int, SpendRecord]:
+    """Private q-quantile by the exponential mechanism over the points of ``grid``.
+
+    ``counts[i] = #{x < grid[i]}`` (the data pass's output, for these points only). Score of
+    point i: −|counts[i] − q·n|; one value replaced changes every count by at most 1, so the
+    score sensitivity is 1 and the selection is ε-DP and ε²/8-zCDP (Cesar & Rogers 2021). Only
+    the index is released. Returns ``(index, record)``; every point of ``grid`` is a candidate
+    (``len(grid)`` Gumbel draws, a public number).
+
+    Examples
+    --------
+    >>> grid = geometric_grid(4, 10)
+    >>> counts = np.searchsorted(np.sort(np.arange(1.0, 101.0)), grid, side="left")
+    >>> i, rec = exponential_quantile_from_counts(counts, grid, n=100, q=0.5, epsilon=2.0,
+    ...                                           rng=np.random.default_rng(0), component="c")
+    >>> bool(40 < grid[i] < 60), rec.rho, rec.draws
+    (True, 0.5, 81)
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.shape != np.shape(grid):
+        raise ValueError("exponential_quantile_from_counts needs one count per grid point. "
+                         f"Got {counts.shape} counts for {np.shape(grid)} points.")
+    scores = -np.abs(counts - q * n)
+    release = exponential_mechanism(scores, epsilon=epsilon, sensitivity=1.0, rng=rng,
+                                    component=component, note=note)
+    return int(release.value), release.record

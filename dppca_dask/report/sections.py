@@ -144,7 +144,10 @@ def covariance_sections(result: Any) -> list[Section]:
             + f"<p>Method {meta['method']}; measured {count:,} of {pairs:,} off-diagonal "
               f"entries ({num(100.0 * count / pairs if pairs else 0.0, 3)} %)"
             + (f" in {meta['rounds']} rounds" if meta["method"] == "pace_ggm" else "")
-            + "; bounds are public.</p>")
+            + ("; rows clipped at a private radius R = "
+               f"{num(float(meta['radius']), 4)} (the private "
+               f"{num(float(meta['radius_quantile']), 4)} quantile search of the row norms)</p>"
+               if meta.get("radius_private") else "; bounds are public.</p>"))
     return [Section("Covariance", body, "covariance")]
 
 

@@ -9,14 +9,16 @@ Dataset schema (dims ``variable`` and ``variable_``, both labelled with the vari
   measurements of each entry, raw units (0 where unmeasured);
 * ``measurement(variable, variable_)`` -- the precision-weighted mean of the noisy measurements
   (NaN where unmeasured; private, before clipping to the bounds);
-* ``bound(variable)`` -- the public bounds B_j;
+* ``bound(variable)`` -- the public bounds B_j (row clipping: the radius R for every variable;
+  marked private when R is the private radius);
 * with PACE-GGM's ``mean="measure"``: ``mean_measurement(variable)`` and
   ``mean_precision_weight(variable)`` -- the noisy column means and their precisions (private);
 * with ``report_clipping=True``: ``clipped_count(variable)`` -- NOT PRIVATE.
 
 attrs: ``dppca_kind`` and ``dppca_metadata`` (JSON: n, p, the zCDP plan, the ledger of every
 mechanism call, ``ledger_total`` {rho, and eps at the requested delta}, method, control, rounds,
-measured fraction, solver statistics; never a seed or a data statistic).
+measured fraction, solver statistics; with a private radius its released value ``radius``, the
+scale ``radius_scale`` and the public ``radius_quantile``; never a seed or a data statistic).
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ def _budget(meta: dict[str, Any]) -> str:
 def _bounds(values: np.ndarray, meta: dict[str, Any] | None = None) -> str:
     info = (meta or {}).get("info") or {}
     if (meta or {}).get("clip", info.get("clip")) == "row":
+        if (meta or {}).get("radius_private"):
+            return (f"Bounds: rows clipped to ||x|| <= {_r(float(values[0]))} (private radius R, "
+                    f"targeting the {_r(meta['radius_quantile'])} quantile of the row norms)"
+                    if meta is not None else "")
         return f"Bounds: rows clipped to ||x|| <= {_r(float(values[0]))} (public radius R)"
     if np.all(values == values[0]):
         return f"Bounds: |x_j| <= {_r(float(values[0]))} (public)"
@@ -161,8 +167,10 @@ def build_covariance_result(
     control: dict[str, Any] | None,
     seeded: bool,
     clipped: np.ndarray | None = None,
+    private_bound: bool = False,
 ) -> CovarianceResult:
-    """Wrap a :class:`~dppca_dask.covariance.estimator.CovarianceEstimate` as a result."""
+    """Wrap a :class:`~dppca_dask.covariance.estimator.CovarianceEstimate` as a result
+    (``private_bound``: the bounds are the released private radius)."""
     p = len(variables)
     names = coord_labels(variables)
     pair = ("variable", "variable_")
@@ -179,6 +187,8 @@ def build_covariance_result(
                         {"private": 1, "description": "precision-weighted mean of the noisy "
                          "measurements, NaN where unmeasured"}),
         "bound": (("variable",), np.asarray(bounds, dtype=np.float64),
+                  {"private": 1, "description": "the private row-clipping radius R (rows "
+                   "scaled to norm <= R)"} if private_bound else
                   {"private": 0, "description": "public bounds B_j (data clipped to [-B_j, B_j])"}),
     }
     if estimate.mean is not None:

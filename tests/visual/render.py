@@ -209,7 +209,7 @@ def covariance_case(base: Path) -> Rendered:
     base.mkdir(parents=True, exist_ok=True)
     frame = sklearn_frame("wine").drop(columns="group")
     bounds = np.ceil(frame.abs().max().to_numpy() * 1.1)  # public: the documented ranges
-    fit = dp_covariance(frame, eps=2.0, delta=1e-5, bounds=bounds, rng=4)
+    fit = dp_covariance(frame, preset="seed", eps=2.0, delta=1e-5, bounds=bounds, rng=4)
     fig = fit.plot().figure
     fig.savefig(base / "covariance.png", dpi=150, bbox_inches="tight", pad_inches=0.1)
     report = Path(write_report(base / "report.html", fit))

@@ -2,7 +2,9 @@
 
 The config's ``privacy`` gives total ``eps``/``delta``; the release is ρ-zCDP with the largest ρ
 whose conversion meets them (:func:`~dppca_dask.privacy.zcdp.zcdp_rho`), so the persistent budget ledger
-records the (ε, δ) asked for. ``covariance.bounds`` are required public bounds. ``plan`` shows the
+records the (ε, δ) asked for. The section's keys resolve as ``dp_covariance``'s arguments do
+(``preset``; default: ``method: auto, clip: row, radius: private``); ``covariance.bounds`` are
+public bounds (``clip: box``). ``plan`` shows the
 ρ allocation and the noise of the first measurements from public quantities (n, d, ε, δ, the
 control); the noise of later PACE-GGM rounds depends on released annealing decisions and is
 described by its rule. ``run`` writes ``covariance.png`` beside the store (and report.html
@@ -28,6 +30,7 @@ from dppca_dask.covariance.estimator import (
     rho_allocations,
 )
 from dppca_dask.covariance.pace_ggm import PaceGGMControl
+from dppca_dask.covariance.radius import PRIVATE, radius_rule
 from dppca_dask.errors import ConfigError
 from dppca_dask.io.data import DataSource, SourceInfo
 from dppca_dask.pipeline.config import CovarianceConfig, RunConfig
@@ -50,19 +53,20 @@ def _r(value: float) -> str:
 def _options(cfg: RunConfig) -> CovarianceConfig:
     if cfg.covariance is None:
         raise ConfigError("Invalid config: config key 'covariance' is required for task "
-                          "'covariance' (it holds the public bounds, covariance.bounds, or "
-                          "with clip: row the radius, covariance.radius).")
+                          "'covariance' (covariance: {} is the recommended configuration: "
+                          "method auto, rows clipped at a private radius).")
     return cfg.covariance
 
 
 @dataclass(frozen=True)
 class CovarianceSetup:
     """The covariance options of a config, parsed once and bound to the input and budget: the
-    clipping and its per-variable public scale, the method's control, the zCDP plan."""
+    clipping and its per-variable public scale (None: the private radius), the method's
+    control, the zCDP plan."""
 
     method: str
     clip: str
-    bounds: np.ndarray
+    bounds: np.ndarray | None
     control: Any
     zcdp: ZCDPPlan
     report_clipping: bool
@@ -72,9 +76,10 @@ class CovarianceSetup:
 
 def covariance_setup(cfg: RunConfig, src: SourceInfo, budget: BudgetPlan) -> CovarianceSetup:
     opts = _options(cfg)
-    clip, bounds = parse_clip(opts.clip, opts.bounds, opts.radius, src.variables, _OWNER)
+    method, clip, radius = opts.resolved()
+    clip, bounds = parse_clip(clip, opts.bounds, radius, src.variables, _OWNER)
     spend = budget.spend("covariance")
-    return CovarianceSetup(opts.method, clip, bounds, parse_control(opts.method, opts.control),
+    return CovarianceSetup(method, clip, bounds, parse_control(method, opts.control),
                            resolve_zcdp(eps=spend.eps, delta=spend.delta, owner=_OWNER),
                            opts.report_clipping, src.n, src.p)
 
@@ -83,16 +88,29 @@ def covariance_noise(cfg: RunConfig, setup: CovarianceSetup, budget: BudgetPlan,
                      release: Plan) -> list[str]:
     opts, clip, bounds, control, plan = setup, setup.clip, setup.bounds, setup.control, setup.zcdp
     d, n = setup.p, setup.n
-    sens = covariance_sensitivities(bounds, n, clip)
-    parts = dict(rho_allocations(opts.method, plan.rho, control, d))
+    private = bounds is None
+    sens = covariance_sensitivities(1.0 if bounds is None else bounds, n, clip)
+    parts = dict(rho_allocations(opts.method, plan.rho, control, d, private))
     lines = [
         f"  covariance: eps = {_r(plan.eps or 0.0)} ; delta = {_r(plan.delta or 0.0)} -> "
         f"rho = {_r(plan.rho)} (zCDP, the largest rho whose CKS 2020 conversion is within eps)",
         f"  method {opts.method}; noise sd below is in units of B_j*B_k (normalised data)"
         if clip == "box" else
         f"  method {opts.method}, rows clipped to L2 norm {_r(float(bounds[0]))} (Analyze-Gauss); "
+        "noise sd below is in units of R^2 (normalised data x/R)" if bounds is not None else
+        f"  method {opts.method}, rows clipped to L2 norm R, a private radius (Analyze-Gauss); "
         "noise sd below is in units of R^2 (normalised data x/R)",
     ]
+    if private:
+        rule = radius_rule(n, d, plan.rho)
+        scale_rec, radius_rec = release.records[:2]
+        lines.append(
+            f"    radius: rho = {_r(parts['radius'])}; exponential mechanism searches on the "
+            f"row norms: the median on {scale_rec.draws} grid points 2^(j/2) (rho = "
+            f"{_r(scale_rec.rho or 0.0)}), then the {_r(rule.q)} quantile ({rule.binding} rule) "
+            f"on {radius_rec.draws} points 2^(i/32) around it (rho = {_r(radius_rec.rho or 0.0)}); "
+            f"the method gets rho = {_r(plan.rho - parts['radius'])}")
+        plan = resolve_zcdp(rho=plan.rho - parts["radius"], owner=_OWNER)
     if opts.method == "ssp":
         sd = sens.frobenius / math.sqrt(2.0 * plan.rho)
         lines.append(f"    ssp: rho = {_r(plan.rho)}, Frobenius sensitivity "
@@ -135,6 +153,7 @@ def covariance_work(cfg: RunConfig, src: SourceInfo, setup: CovarianceSetup,
                     release: Plan) -> list[str]:
     d = src.p
     lines = [
+        "Work (row-norm count pass, then second-moment pass):" if setup.bounds is None else
         "Work (second-moment pass):",
         f"  one tree reduction over {len(src.chunks[0])} row chunk(s): per block the clipped "
         f"{d} x {d} cross-product (about {8 * d * d / 2**20:,.1f} MiB per partial)",
@@ -149,7 +168,9 @@ def covariance_work(cfg: RunConfig, src: SourceInfo, setup: CovarianceSetup,
 
 def covariance_plan(setup: CovarianceSetup, budget: BudgetPlan) -> Plan:
     """The release's plan (:func:`~dppca_dask.covariance.estimator.plan_covariance`)."""
-    return plan_covariance(setup.p, setup.zcdp, method=setup.method, control=setup.control)
+    return plan_covariance(setup.p, setup.zcdp, method=setup.method, control=setup.control,
+                           clip=setup.clip,
+                           radius=PRIVATE if setup.bounds is None else float(setup.bounds[0]))
 
 
 def covariance_fit(source: DataSource, budget: BudgetPlan, setup: CovarianceSetup,
