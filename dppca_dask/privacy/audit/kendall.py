@@ -37,7 +37,7 @@ def kendall_neighbours(n: int = 40, p: int = 3) -> tuple[np.ndarray, np.ndarray]
 
 def audit_kendall_release(
     *, eps: float = AUDIT_EPS, delta: float = AUDIT_DELTA, n: int = 40, p: int = 3,
-    reps: int = 40000, noise_factor: float = 1.0, alpha: float = AUDIT_ALPHA,
+    reps: int = 30000, noise_factor: float = 1.0, alpha: float = AUDIT_ALPHA,
     rng: np.random.Generator,
 ) -> AuditResult:
     """Audit ``gaussian_symmetric_matrix`` as ``dp_loading`` uses it (``bound="tight"``).

@@ -8,7 +8,7 @@ design before any sample (the tail where the privacy loss of the × 0.9 copy is 
 informative). ``f`` scales the noise: the sensitivity handed to the mechanism (or the budget
 whose noise is f×) is multiplied by f. ``law(f)`` is the event's exact (P[E | D], P[E | D'])
 (:mod:`~dppca_dask.privacy.audit.laws`), from which ``samples`` was chosen so that
-:func:`run_audit` catches f = 0.9 with probability ≥ 1 − 1e-6 at α = 1e-6 (or, where that
+:func:`run_audit` catches f = 0.9 with probability ≥ 1 − 1e-3 (:data:`~dppca_dask.privacy.audit.bounds.AUDIT_POWER`) at α = 1e-6 (or, where that
 takes too long, the count and the factor it does catch are stated; docs/privacy.md, "Empirical
 audit").
 """
@@ -25,6 +25,7 @@ from scipy import optimize
 from dppca_dask.privacy.audit import laws
 from dppca_dask.privacy.audit.bounds import (
     AUDIT_ALPHA,
+    AUDIT_POWER,
     AuditResult,
     detection_power,
     event_bound,
@@ -305,53 +306,53 @@ _G = f"(ε, δ) = ({AUDIT_EPS:g}, {AUDIT_DELTA:g}) analytic"
 _GE = f"event S > {_T_GAUSS}"
 _LAP = "event: the loss at its maximum ε (the corner where the ratio is e^ε)"
 AUDITS: dict[str, MechanismAudit] = {a.name: a for a in (
-    MechanismAudit("gaussian_release (scalar)", "Gaussian", AUDIT_EPS, AUDIT_DELTA, 39000,
+    MechanismAudit("gaussian_release (scalar)", "Gaussian", AUDIT_EPS, AUDIT_DELTA, 30000,
                    f"{_G}; 1 vs 0; statistic: the output; {_GE}", _s_gauss_scalar,
                    _T_GAUSS, _gauss_law),
-    MechanismAudit("gaussian_release (vector)", "Gaussian", AUDIT_EPS, AUDIT_DELTA, 39000,
+    MechanismAudit("gaussian_release (vector)", "Gaussian", AUDIT_EPS, AUDIT_DELTA, 30000,
                    f"{_G}; 2-vector s + u vs s, ‖u‖ = 1; statistic: projection on u; {_GE}",
                    _s_gauss_vector, _T_GAUSS, _gauss_law),
-    MechanismAudit("gaussian_symmetric_matrix", "Gaussian", AUDIT_EPS, AUDIT_DELTA, 39000,
+    MechanismAudit("gaussian_symmetric_matrix", "Gaussian", AUDIT_EPS, AUDIT_DELTA, 30000,
                    f"{_G}; {_P}×{_P} S vs 0, vech*(S) all ones; statistic: each coordinate "
                    f"of vech*(R) (diagonal and off-diagonal); {_GE}", _s_gauss_matrix,
                    _T_GAUSS, _gauss_law),
-    MechanismAudit("gaussian_zcdp", "Gaussian", AUDIT_EPS, AUDIT_DELTA, 39000,
+    MechanismAudit("gaussian_zcdp", "Gaussian", AUDIT_EPS, AUDIT_DELTA, 30000,
                    f"ρ = Δ²/(2σ²) with the Gaussian curve through ({AUDIT_EPS:g}, "
                    f"{AUDIT_DELTA:g}); 2-vector s + u vs s; statistic: projection on u; {_GE}",
                    lambda f, n, rng: _s_gauss_vector(f, n, rng, zcdp=True), _T_GAUSS,
                    _gauss_law),
-    MechanismAudit("gaussian_zcdp_symmetric", "Gaussian", AUDIT_EPS, AUDIT_DELTA, 39000,
+    MechanismAudit("gaussian_zcdp_symmetric", "Gaussian", AUDIT_EPS, AUDIT_DELTA, 30000,
                    f"ρ as gaussian_zcdp; {_P}×{_P} S vs 0; statistic as "
                    f"gaussian_symmetric_matrix; {_GE}",
                    lambda f, n, rng: _s_gauss_matrix(f, n, rng, zcdp=True), _T_GAUSS,
                    _gauss_law),
-    MechanismAudit("gaussian_histogram", "histogram", AUDIT_EPS, AUDIT_DELTA, 50000,
+    MechanismAudit("gaussian_histogram", "histogram", AUDIT_EPS, AUDIT_DELTA, 38000,
                    f"{_G}; cells (A, B) = (49, 51) vs (50, 50); statistic: B − A; event "
                    "B − A ≥ 3", _s_gauss_histogram, _T_HIST, _hist_law),
-    MechanismAudit("laplace_release", "Laplace", _EPS_LAPLACE, 0.0, 40000,
+    MechanismAudit("laplace_release", "Laplace", _EPS_LAPLACE, 0.0, 30000,
                    f"ε = {_EPS_LAPLACE:g}, Δ₁ = 1; 1 vs 0; statistic: the Laplace privacy "
                    f"loss; {_LAP}", _s_laplace, _EPS_LAPLACE * _MAX,
                    lambda f: laws.laplace_event(1.0, f / _EPS_LAPLACE)),
-    MechanismAudit("stability_histogram", "histogram", _EPS_LAPLACE, 1e-5, 35000,
+    MechanismAudit("stability_histogram", "histogram", _EPS_LAPLACE, 1e-5, 26000,
                    f"(ε, δ) = ({_EPS_LAPLACE:g}, 1e-5), n = {_SPARSE_N}; cells (49, 51) vs "
                    "(50, 50) (both non-empty: the ε part); statistic: the Laplace privacy loss; "
                    f"{_LAP}", _s_sparse, _EPS_LAPLACE * _MAX,
                    lambda f: _two_cell_law(_hist_scale(f))),
-    MechanismAudit("geometric_histogram", "histogram", _EPS_LAPLACE, 0.0, 35000,
+    MechanismAudit("geometric_histogram", "histogram", _EPS_LAPLACE, 0.0, 26000,
                    f"ε = {_EPS_LAPLACE:g} (scale b = 1); cells (49, 51) vs (50, 50): one "
                    "observation moved between two cells; statistic: the two-sided geometric "
                    f"privacy loss; {_LAP}", _s_geometric, _EPS_LAPLACE * _MAX,
                    lambda f: _two_cell_law(_hist_scale(f))),
-    MechanismAudit("smooth_laplace", "Laplace", _EPS_SMOOTH / 2, 0.0, 40000,
+    MechanismAudit("smooth_laplace", "Laplace", _EPS_SMOOTH / 2, 0.0, 30000,
                    f"ε = {_EPS_SMOOTH:g}, SS = 1; value 1 vs 0 at equal SS: the sliding half of "
                    "NRS's analysis, claim ε/2; statistic: the output; event: output ≥ 1",
                    _s_smooth, 1.0 - 2.0 ** -41,
                    lambda f: laws.laplace_event(1.0, 2.0 * f / _EPS_SMOOTH)),
-    MechanismAudit("exponential_mechanism", "exponential", _EM_EPS, 0.0, 500000,
+    MechanismAudit("exponential_mechanism", "exponential", _EM_EPS, 0.0, 360000,
                    f"ε = {_EM_EPS:g}, Δ = 1; {_EM_K} scores 0 vs (−1, 1, …, 1); "
                    "statistic: candidate 0 selected", _s_exponential, 0.5,
                    lambda f: laws.exponential_event(_EM_EPS, _EM_K, f)),
-    MechanismAudit("above_threshold", "AboveThreshold", _AT_EPS, 0.0, 410000,
+    MechanismAudit("above_threshold", "AboveThreshold", _AT_EPS, 0.0, 300000,
                    f"ε = {_AT_EPS:g}, T = {_AT_T}; counts ({_AT_TIES}×100, 101, 10⁶) vs "
                    f"({_AT_TIES}×101, 101, 10⁶); statistic: stops at index {_AT_TIES}",
                    _s_above_threshold, 0.5, _at_law),
@@ -378,7 +379,7 @@ def run_audit(
     return event_bound(a, b, threshold=audit.threshold, delta=audit.delta, alpha=alpha)
 
 
-def weakest_caught_factor(audit: MechanismAudit, *, power: float = 1 - 1e-6,
+def weakest_caught_factor(audit: MechanismAudit, *, power: float = AUDIT_POWER,
                           samples: int | None = None) -> float:
     """The largest noise factor f < 1 that the audit catches with at least ``power`` at its
     default count (to 1e-3): its resolution."""
