@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MIN_PANEL_IN = 2.0
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per xdist worker: the module's tests share a group
 def rendered():
     out = Path(os.environ.get("DPPCA_ARTEFACTS", ROOT / "tmp" / "artefacts" / "visual"))
     out.mkdir(parents=True, exist_ok=True)
