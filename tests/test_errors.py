@@ -72,3 +72,37 @@ def test_errors__fields_survive_pickling_across_workers(error):
     again = pickle.loads(pickle.dumps(error))
     assert type(again) is type(error) and str(again) == str(error)
     assert again.fields() == error.fields()
+
+
+# -- foreign errors (issue 32 item 2): config files and matrix sizes get the package's errors --
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nests its values deeper than the parser"),
+    (b"input:\n  path: caf\xe9.zarr\n", r"not UTF-8 text: byte 0xe9 at line 2, column 12"),
+    ("task: nope\n".encode("utf-16"), "'task'"),  # UTF-16 with its BOM is read: a config error
+])
+def test_load_config__encodings_and_nesting_are_config_errors(tmp_path, content, expected):
+    from dppca_dask.errors import ConfigError
+    from dppca_dask.pipeline.config import load_config
+
+    path = tmp_path / "run.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=expected):
+        load_config(path)
+    with pytest.raises(ConfigError, match="is a directory; give the path of a YAML file"):
+        load_config(tmp_path)
+
+
+def test_dp_covariance__a_matrix_past_memory_is_refused_before_any_work():
+    from dppca_dask import dp_covariance
+
+    with pytest.raises(InputError, match=r"needs about 4\.47e\+04 GiB of memory for the "
+                                         r"1000000 x 1000000 matrix"):
+        dp_covariance(np.zeros((3, 10 ** 6)), rho=1.0, bounds=1.0, preset="seed")
+
+
+def test_dp_loading__an_eps_whose_noise_overflows_is_a_budget_error():
+    x = np.random.default_rng(0).normal(size=(50, 3))
+    with pytest.raises(BudgetError, match=r"eps=1e-300, delta=1e-05: its noise variance exceeds "
+                                          r"the largest double"):
+        dp_loading(x, privacy=privacy_control(eps=1e-300, delta=1e-5), rng=1)

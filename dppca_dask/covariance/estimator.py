@@ -72,6 +72,7 @@ from dppca_dask.covariance.radius import (
 )
 from dppca_dask.covariance.shrinkage import auto_estimate
 from dppca_dask.errors import ParameterError, PrivacyWarning
+from dppca_dask.graph.memory import check_matrix_memory
 from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.graph.rounds import once, run
 from dppca_dask.io.data import DataSource, as_data
@@ -535,6 +536,7 @@ def dp_covariance(
     report_clipping = parse_bool(report_clipping, "report_clipping", _OWNER)
     state = as_rng(rng, owner=_OWNER)
     source = as_data(X, owner=_OWNER, min_rows=1)
+    check_matrix_memory(source.p, "The covariance release (dp_covariance)")
     clipping, b = parse_clip(clip, bounds, radius, source.variables)
     release = plan_covariance(source.p, plan, method=method_name, control=parsed_control,
                               clip=clipping, radius=PRIVATE if b is None else float(b[0]),

@@ -78,6 +78,6 @@ def check_matrix_memory(p: int, owner: str, *, available: int | None = None) -> 
     if need > available:
         raise InputError(
             f"{owner} needs about {need / 2 ** 30:.3g} GiB of memory for the {p} x {p} matrix of "
-            f"{p} columns ({MATRIX_COPIES} float64 copies: the Kendall sum, its noise and its "
-            f"eigendecomposition), but {available / 2 ** 30:.3g} GiB are available. Use fewer "
+            f"{p} columns ({MATRIX_COPIES} float64 copies: the sum, its noise and its "
+            f"post-processing), but {available / 2 ** 30:.3g} GiB are available. Use fewer "
             f"columns (memory grows with p squared).")

@@ -537,6 +537,35 @@ def safe_load_unique(text: str) -> Any:
     return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: safe
 
 
+def config_text(raw: bytes) -> str:
+    r"""The text of a config file: UTF-8 (a UTF-8 byte-order mark is dropped) or UTF-16 with its
+    byte-order mark, as YAML allows; any other encoding is a :class:`ConfigError` naming the
+    first byte that is not UTF-8.
+
+    Examples
+    --------
+    >>> config_text("task: pca\n".encode("utf-16"))
+    'task: pca\n'
+    >>> config_text(b"path: caf\xe9")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dppca_dask.errors.ConfigError: not UTF-8 text: byte 0xe9 at line 1, column 10 is not ...
+    """
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return raw.decode("utf-16")
+        except UnicodeDecodeError:
+            pass  # reported as not UTF-8 below
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(
+            f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at line {line}, column {column} is "
+            "not valid UTF-8 (save the file as UTF-8).") from None
+
+
 ENV_PREFIX = "DPPCA_RUN__"
 """Environment variables ``DPPCA_RUN__<KEY>__<SUBKEY>=value`` override run-config keys (``__``
 separates levels: ``DPPCA_RUN__PRIVACY__EPS=0.5`` sets ``privacy.eps``). The ``RUN`` level keeps
@@ -734,14 +763,20 @@ def load_config(path: str | os.PathLike[str], *, overrides: Sequence[str] = (),
     are refused (:func:`check_task_sections`).
     """
     source = Path(path)
+    if source.is_dir():
+        raise ConfigError(f"Config file {str(source)!r} is a directory; give the path of a "
+                          "YAML file (e.g. configs/quickstart.yaml).")
     if not source.is_file():
         raise ConfigError(f"Config file not found: {str(source)!r}.")
     try:
-        data = safe_load_unique(source.read_text())
+        data = safe_load_unique(config_text(source.read_bytes()))
     except ConfigError as exc:
         raise ConfigError(f"Config file {str(source)!r}: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"Config file {str(source)!r} is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"Config file {str(source)!r} nests its values deeper than the "
+                          "parser can follow; a run config needs a few levels.") from None
     if not isinstance(data, dict):
         raise ConfigError(f"Config file {str(source)!r} must hold a mapping of settings.")
     changes = [*env_overrides(environ), *(parse_set(item) for item in overrides)]

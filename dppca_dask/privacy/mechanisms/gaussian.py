@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from typing import Any
 
 import numpy as np
 
+from dppca_dask.errors import BudgetError
 from dppca_dask.privacy.accounting import SpendRecord, gaussian_sigma, lattice_gaussian_sd
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.exact_noise import (
@@ -55,7 +57,13 @@ def _calibration(sensitivity: float, dimension: int, eps: float, delta: float,
     grid, inflated, sd, cert = lattice_gaussian_sd(sensitivity, dimension, eps, delta,
                                                    calibration)
     s2 = grid_variance(sd, grid)
-    scale = grid * math.sqrt(float(s2))
+    try:
+        scale = grid * math.sqrt(float(s2))
+    except OverflowError:  # s² is an exact integer past the largest double (ε near 0)
+        raise BudgetError(
+            f"Could not calibrate a Gaussian release at eps={eps!r}, delta={delta!r}: its noise "
+            f"variance exceeds the largest double ({sys.float_info.max:.3g}), so the release "
+            f"would carry no information. Use a larger eps.") from None
     return {"grid": grid, "sensitivity": inflated, "s2": s2, "scale": scale,
             "rho": inflated ** 2 / (2.0 * scale ** 2), "certificate": cert,
             "note": (f"exact discrete Gaussian on grid 2^{math.frexp(grid)[1] - 1}; certified "
