@@ -106,3 +106,12 @@ def test_dp_loading__an_eps_whose_noise_overflows_is_a_budget_error():
     with pytest.raises(BudgetError, match=r"eps=1e-300, delta=1e-05: its noise variance exceeds "
                                           r"the largest double"):
         dp_loading(x, privacy=privacy_control(eps=1e-300, delta=1e-5), rng=1)
+
+
+def test_dp_loading__a_zero_row_zarr_with_zero_chunks_is_an_input_error(tmp_path):
+    import zarr
+
+    zarr.create_array(str(tmp_path / "empty.zarr"), shape=(0, 3), chunks=(0, 3), dtype="f8")
+    with pytest.raises(InputError, match="must have at least two rows. Got 0 instead"):
+        dp_loading(str(tmp_path / "empty.zarr"), privacy=privacy_control(eps=1, delta=1e-5),
+                   rng=1)

@@ -117,7 +117,8 @@ def guarded(node: Any, label: str) -> Any:
 def _grid_keys(arr: Any) -> Iterable[str]:
     """Storage keys of every chunk (or shard) of ``arr``, in grid order."""
     block = arr.shards or arr.chunks
-    grid = [range(math.ceil(s / c)) for s, c in zip(arr.shape, block, strict=True)]
+    # an empty axis (length 0, whatever its chunk length, even 0) has no chunk
+    grid = [range(math.ceil(s / c) if s else 0) for s, c in zip(arr.shape, block, strict=True)]
     encode = arr.metadata.encode_chunk_key
     return (encode(coords) for coords in itertools.product(*grid))
 
