@@ -80,18 +80,41 @@ def _cap_admitting(tmp_path: Path, data: Path, k: int, eps: float = 1.0) -> str:
     return repr((low + high) / 2)
 
 
+_SPAWNED: list[subprocess.Popen] = []
+"""Every process this module's tests start (each in its own session, with its cluster)."""
+
+
+@pytest.fixture(autouse=True)
+def _reap():
+    """Whatever a test does or fails at, the processes it started are gone when it ends: each
+    session is SIGKILLed (a failed wait once left 8 runs and their clusters alive for minutes)."""
+    start = len(_SPAWNED)
+    yield
+    for proc in _SPAWNED[start:]:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=60)
+    del _SPAWNED[start:]
+
+
+def _spawn(argv: list[str], **kwargs) -> subprocess.Popen:
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True, **kwargs)
+    _SPAWNED.append(proc)
+    return proc
+
+
 def _cli(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "dppca_dask.cli", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL, **kwargs)
+    return _spawn([sys.executable, "-m", "dppca_dask.cli", *args], **kwargs)
 
 
 def _paused(tmp_path: Path, where: str, config: Path) -> tuple[subprocess.Popen, Path]:
     script, marker = tmp_path / "pause.py", tmp_path / f"{where}.marker"
     script.write_text(PAUSE)
-    proc = subprocess.Popen([sys.executable, str(script), where, str(marker), str(config)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL)
+    proc = _spawn([sys.executable, str(script), where, str(marker), str(config)])
     deadline = time.monotonic() + 120
     while not marker.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
