@@ -314,3 +314,21 @@ def test_run__sigkill_leaves_a_visible_reservation_that_release_clears(tmp_path,
     assert runner.invoke(main, ["run", str(_config(tmp_path, tiny, "next")), "-q"]).exit_code == 0
     assert "freed by the custodian (refunded)" in runner.invoke(
         main, ["budget", str(tiny)]).output
+
+
+def test_plan__refuses_what_the_cap_refuses_and_records_nothing(tmp_path, tiny, ledger_path):
+    runner = CliRunner()
+    config = str(_config(tmp_path, tiny, "out", eps=30.0))
+    first = runner.invoke(main, ["plan", config])
+    assert first.exit_code == 0, first.output  # no cap: planned
+    cap = _cap_admitting(tmp_path, tiny, 0, eps=30.0)  # below one release
+    assert runner.invoke(main, ["budget", "cap", str(tiny), "--eps", cap, "--delta",
+                                "1e-5"]).exit_code == 0
+    before = Ledger(ledger_path).reservations()
+    planned = runner.invoke(main, ["plan", config])
+    ran = runner.invoke(main, ["run", config, "-q"])
+    assert planned.exit_code == ran.exit_code == 1, (planned.output, ran.output)
+    for out in (planned.output, ran.output):
+        assert "past the custodian's cap" in out and "No data was read" in out, out
+    assert Ledger(ledger_path).reservations() == before
+    assert not (tmp_path / "out").exists()

@@ -426,38 +426,7 @@ class Ledger:
         planned = [dict(r) for r in planned]
         with self.connection() as con:
             entry = self._capped(_entry(self.ensure_dataset(con, identity)))
-            custodian = entry.cap
-            if custodian is None and require_cap:
-                raise BudgetError(f"Refused: dataset {identity.dataset_id!r} ({identity.key}) has "
-                                  "no cap, and this deployment requires one "
-                                  "(dppca.ledger.require_cap); the custodian sets it with "
-                                  "`dppca-dask budget cap`. No data was read.")
-            cap, ignored = (custodian.lowered_by(run_cap) if custodian is not None
-                            else (run_cap, []))
-            if ignored:
-                warnings.warn(f"The run config's budget_ledger.cap is looser than the "
-                              f"custodian's cap for dataset {identity.dataset_id!r} in "
-                              f"{', '.join(ignored)}; the custodian's applies.",
-                              PrivacyWarning, stacklevel=3)
-            rows = con.execute("SELECT * FROM reservations WHERE dataset = ?",
-                               (identity.dataset_id,)).fetchall()
-            counted = [r for r in map(_reservation, rows) if r.counted]
-            if cap is not None:
-                before = Basic(math.fsum(r.eps for r in counted),
-                                       math.fsum(r.delta for r in counted))
-                after = before + spend
-                records = [rec for r in counted for rec in r.spend_records] + planned
-                ok, total = fits(records, after, cap, self.accountant)
-                if not ok:
-                    old = ("nothing" if not counted else cumulative(
-                        [rec for r in counted for rec in r.spend_records], before,
-                        cap.delta, self.accountant).describe())
-                    whose = "the custodian's" if cap == custodian else "the lowered"
-                    raise BudgetError(
-                        f"Refused: dataset {identity.dataset_id!r} ({identity.key}) has already "
-                        f"spent {old}; this release (eps = {spend.eps:g}, delta = "
-                        f"{spend.delta:g}) would bring it to {total.describe()}, past {whose} "
-                        f"cap {cap.describe()} (ledger {str(self.path)!r}). No data was read.")
+            self._check_cap(con, identity, entry, planned, spend, run_cap, require_cap)
             rid = uuid.uuid4().hex
             rho = math.fsum(float(r.get("rho") or 0.0) for r in planned)
             con.execute("INSERT INTO reservations (id, dataset, status, task, output, eps, "
@@ -469,6 +438,57 @@ class Ledger:
             self._event(con, "reserve", identity.dataset_id, rid, "reserved",
                         SEEDED_EVENT if seeded else "", timed=True)
         return rid
+
+    def check(self, identity: DatasetIdentity, planned: Sequence[dict[str, Any]], spend: Any,
+              *, run_cap: Cap | None = None, require_cap: bool = False) -> None:
+        """The cap check of :meth:`reserve`, read-only (``plan``): raises the same
+        :class:`BudgetError` past the cap, records nothing, creates no file or account."""
+        planned = [dict(r) for r in planned]
+        with self.connection(write=False) as con:
+            row = con.execute("SELECT * FROM datasets WHERE id = ?",
+                              (identity.dataset_id,)).fetchone()
+            entry = self._capped(_entry(row) if row is not None else DatasetEntry(
+                identity.dataset_id, identity.key, identity.id_source, "", None, None))
+            self._check_cap(con, identity, entry, planned, spend, run_cap, require_cap)
+
+    def _check_cap(self, con: sqlite3.Connection, identity: DatasetIdentity,
+                   entry: DatasetEntry, planned: list[dict[str, Any]], spend: Any,
+                   run_cap: Cap | None, require_cap: bool) -> None:
+        """Raise :class:`BudgetError` when the counted reservations plus ``planned`` pass the
+        cap (the custodian's, lowered by ``run_cap``) or the deployment requires a cap that is
+        not set; the one check of :meth:`reserve` and :meth:`check`."""
+        custodian = entry.cap
+        if custodian is None and require_cap:
+            raise BudgetError(f"Refused: dataset {identity.dataset_id!r} ({identity.key}) has "
+                              "no cap, and this deployment requires one "
+                              "(dppca.ledger.require_cap); the custodian sets it with "
+                              "`dppca-dask budget cap`. No data was read.")
+        cap, ignored = (custodian.lowered_by(run_cap) if custodian is not None
+                        else (run_cap, []))
+        if ignored:
+            warnings.warn(f"The run config's budget_ledger.cap is looser than the "
+                          f"custodian's cap for dataset {identity.dataset_id!r} in "
+                          f"{', '.join(ignored)}; the custodian's applies.",
+                          PrivacyWarning, stacklevel=4)
+        rows = con.execute("SELECT * FROM reservations WHERE dataset = ?",
+                           (identity.dataset_id,)).fetchall()
+        counted = [r for r in map(_reservation, rows) if r.counted]
+        if cap is None:
+            return
+        before = Basic(math.fsum(r.eps for r in counted), math.fsum(r.delta for r in counted))
+        after = before + spend
+        records = [rec for r in counted for rec in r.spend_records] + planned
+        ok, total = fits(records, after, cap, self.accountant)
+        if not ok:
+            old = ("nothing" if not counted else cumulative(
+                [rec for r in counted for rec in r.spend_records], before,
+                cap.delta, self.accountant).describe())
+            whose = "the custodian's" if cap == custodian else "the lowered"
+            raise BudgetError(
+                f"Refused: dataset {identity.dataset_id!r} ({identity.key}) has already "
+                f"spent {old}; this release (eps = {spend.eps:g}, delta = "
+                f"{spend.delta:g}) would bring it to {total.describe()}, past {whose} "
+                f"cap {cap.describe()} (ledger {str(self.path)!r}). No data was read.")
 
     def _close(self, rid: str, status: str, *, records: Sequence[dict[str, Any]] | None = None,
                seeded: bool | None = None, note: str = "", only_if: Sequence[str] = (),

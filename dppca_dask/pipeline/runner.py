@@ -179,7 +179,8 @@ def plan_run(config: RunConfig) -> RunPlan:
     """Resolve budget, noise and work for ``config`` without reading any data values.
 
     Refuses what :func:`execute` would refuse before any work: a run config the deployment
-    forbids, an output location over the input or the ledger."""
+    forbids, an output location over the input or the ledger, a release past the dataset's cap
+    (the ledger's read-only check; nothing is recorded)."""
     config = apply_deployment(config)
     _guard_output(config)
     spec = TASKS[config.task]
@@ -191,6 +192,7 @@ def plan_run(config: RunConfig) -> RunPlan:
     if guarantees and config.budget_ledger.strict:
         raise BudgetError("Refused (budget_ledger.strict): " + " | ".join(guarantees)
                           + ". No data was read.")
+    _check_ledger_cap(config, source, release)
     return RunPlan(
         config, source, budget,
         tuple(spec.noise_plan(config, setup, budget, release)),
@@ -333,6 +335,30 @@ def write_release(tmp: str, config: RunConfig, result: Result, *, source: Source
                    _report(config, source, result, passes, post), timings, stamp=stamp)
 
 
+def _run_cap(config: RunConfig) -> Cap | None:
+    cap = config.budget_ledger.cap
+    return None if cap is None else Cap(cap.eps, cap.delta, cap.rho)
+
+
+def _check_ledger_cap(config: RunConfig, source: Any, release: Plan) -> None:
+    """``plan``'s read-only copy of the cap check the run's reservation makes (the same
+    refusal, before any work; nothing is recorded and no ledger file is created)."""
+    if not config.budget_ledger.enabled:
+        return
+    deployment = deployment_settings()
+    path = ledger_location(config, deployment)
+    # a ledger not yet written holds no release: check against an empty one (the custodian's
+    # caps database still applies) and create no file
+    ledger = open_deployment_ledger(path if path.exists() else Path(":memory:"), deployment,
+                                    create=False)
+    identity = resolve_dataset(config.input.path, source.array,
+                               storage_options=config.input.storage_options or None)
+    total = release.total
+    ledger.check(identity, [r.as_dict() for r in release.records],
+                 PrivacyBudget(total.get("eps", 0.0), total.get("delta", 0.0)),
+                 run_cap=_run_cap(config), require_cap=deployment.require_cap)
+
+
 @contextmanager
 def _ledger_reservation(
     config: RunConfig, plan: RunPlan, spec: TaskSpec, seeded: bool, tracker: Any
@@ -350,8 +376,7 @@ def _ledger_reservation(
     ledger = open_deployment_ledger(ledger_location(config, deployment), deployment)
     identity = resolve_dataset(config.input.path, plan.source.array,
                                storage_options=config.input.storage_options or None)
-    run_cap = None if settings.cap is None else Cap(settings.cap.eps, settings.cap.delta,
-                                                    settings.cap.rho)
+    run_cap = _run_cap(config)
     output = str(Path(config.output.directory).resolve())
     release_id = None
     try:
