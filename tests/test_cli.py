@@ -143,6 +143,14 @@ def test_cli__bad_config_names_the_key(tmp_path, dataset, change, key):
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_cli_plan__a_bad_input_key_is_named_in_the_input_section(tmp_path, dataset):
+    cfg = _config(tmp_path, dataset[0])
+    result = CliRunner().invoke(main, ["plan", str(cfg), "--set", "input.array=Y"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: The 'input.array' config key must name a variable")
+    assert "loading.array" not in result.output
+
+
 def test_cli__config_file_problems(tmp_path):
     runner = CliRunner()
     result = runner.invoke(main, ["run", str(tmp_path / "nope.yaml")])

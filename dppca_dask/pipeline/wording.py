@@ -16,6 +16,8 @@ _CONVERT_OPTIONS = {"fmt": "--format", "in_path": "SOURCE", "out_path": "TARGET"
                     "group_column": "--group-column", "overwrite": "--overwrite"}
 _CONTROL_OWNERS = {"clipped_control": "clipped", "pmwm_control": "pmwm",
                    "huber_control": "huber"}
+_INPUT_KEYS = ("array", "columns", "group", "storage_options")
+"""An estimator's data parameters a run config sets in its ``input`` section."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class CliWording:
     "Output 'o' already exists. Use --overwrite to replace it."
     >>> CliWording().say(ParameterError(owner="convert", parameter="fmt", rule="must be given"))
     'The --format option of convert must be given.'
+    >>> CliWording("pca").say(ParameterError(owner="dp_pca", parameter="array",
+    ...                                      rule="must name a variable", value="Y"))
+    "The 'input.array' config key must name a variable. Got 'Y' instead."
     >>> CliWording("pca").say(ParameterError("Missing required control parameter(s): 'C_clip'.",
     ...     owner="dp_pca", fix=Fix((("scree_control", "clipped", "C_clip"),))))
     "Missing required control parameter(s): 'C_clip'. Set it in the config: pca.scree_control.clipped.C_clip (or --set pca.scree_control.clipped.C_clip=...)."
@@ -59,6 +64,10 @@ class CliWording:
         if self.task is not None and owner.startswith("dp_"):
             if parameter in ("eps", "delta"):
                 return f"The 'privacy.{parameter}' config key"
+            if parameter in _INPUT_KEYS:
+                return f"The 'input.{parameter}' config key"
+            if parameter == "X":
+                return "The input data ('input.path')"
             return f"The '{self.task}.{parameter}' config key"
         return f"The {parameter!r} parameter of {owner}"
 
