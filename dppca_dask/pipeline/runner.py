@@ -175,12 +175,13 @@ def _source_kwargs(config: RunConfig) -> dict[str, Any]:
     }
 
 
-def plan_run(config: RunConfig) -> RunPlan:
+def plan_run(config: RunConfig, *, cap_check: bool = True) -> RunPlan:
     """Resolve budget, noise and work for ``config`` without reading any data values.
 
     Refuses what :func:`execute` would refuse before any work: a run config the deployment
-    forbids, an output location over the input or the ledger, a release past the dataset's cap
-    (the ledger's read-only check; nothing is recorded)."""
+    forbids, an output location over the input or the ledger, and (``cap_check``) a release past
+    the dataset's cap -- the ledger's read-only check, nothing recorded; :func:`execute` passes
+    False: its reservation makes the same check."""
     config = apply_deployment(config)
     _guard_output(config)
     spec = TASKS[config.task]
@@ -192,13 +193,15 @@ def plan_run(config: RunConfig) -> RunPlan:
     if guarantees and config.budget_ledger.strict:
         raise BudgetError("Refused (budget_ledger.strict): " + " | ".join(guarantees)
                           + ". No data was read.")
-    _check_ledger_cap(config, source, release)
-    return RunPlan(
+    planned = RunPlan(
         config, source, budget,
         tuple(spec.noise_plan(config, setup, budget, release)),
         tuple(spec.work_plan(config, source, setup, release)), release, guarantees,
         setup=setup, memory=memory_plan(config, source, setup),
     )
+    if cap_check:
+        _check_ledger_cap(planned)
+    return planned
 
 
 def _listed_note(note: str) -> str:
@@ -340,23 +343,29 @@ def _run_cap(config: RunConfig) -> Cap | None:
     return None if cap is None else Cap(cap.eps, cap.delta, cap.rho)
 
 
-def _check_ledger_cap(config: RunConfig, source: Any, release: Plan) -> None:
-    """``plan``'s read-only copy of the cap check the run's reservation makes (the same
-    refusal, before any work; nothing is recorded and no ledger file is created)."""
-    if not config.budget_ledger.enabled:
-        return
+def _deployment_ledger(plan: RunPlan, *, read_only: bool = False) -> tuple[Any, Any, Any]:
+    """The deployment's settings, its ledger and the dataset's identity for ``plan``'s input
+    (metadata only). ``read_only``: a ledger not yet written is an empty in-memory one (it
+    holds no release; the custodian's caps database still applies) and no file is created."""
+    config = plan.config
     deployment = deployment_settings()
     path = ledger_location(config, deployment)
-    # a ledger not yet written holds no release: check against an empty one (the custodian's
-    # caps database still applies) and create no file
-    ledger = open_deployment_ledger(path if path.exists() else Path(":memory:"), deployment,
-                                    create=False)
-    identity = resolve_dataset(config.input.path, source.array,
+    if read_only and not path.exists():
+        path = Path(":memory:")
+    ledger = open_deployment_ledger(path, deployment, create=not read_only)
+    identity = resolve_dataset(config.input.path, plan.source.array,
                                storage_options=config.input.storage_options or None)
-    total = release.total
-    ledger.check(identity, [r.as_dict() for r in release.records],
-                 PrivacyBudget(total.get("eps", 0.0), total.get("delta", 0.0)),
-                 run_cap=_run_cap(config), require_cap=deployment.require_cap)
+    return deployment, ledger, identity
+
+
+def _check_ledger_cap(plan: RunPlan) -> None:
+    """``plan``'s read-only copy of the cap check the run's reservation makes (the same
+    refusal, before any work; nothing is recorded and no ledger file is created)."""
+    if not plan.config.budget_ledger.enabled:
+        return
+    deployment, ledger, identity = _deployment_ledger(plan, read_only=True)
+    ledger.check(identity, [r.as_dict() for r in plan.release.records], plan.spend,
+                 run_cap=_run_cap(plan.config), require_cap=deployment.require_cap)
 
 
 @contextmanager
@@ -372,10 +381,7 @@ def _ledger_reservation(
     if not settings.enabled:
         yield holder
         return
-    deployment = deployment_settings()
-    ledger = open_deployment_ledger(ledger_location(config, deployment), deployment)
-    identity = resolve_dataset(config.input.path, plan.source.array,
-                               storage_options=config.input.storage_options or None)
+    deployment, ledger, identity = _deployment_ledger(plan)
     run_cap = _run_cap(config)
     output = str(Path(config.output.directory).resolve())
     release_id = None
@@ -421,7 +427,7 @@ def execute(
     overwrite = config.output.overwrite if overwrite is None else overwrite
     _guard_output(config)
     directory = _check_output(config, overwrite)
-    plan = plan_run(config)
+    plan = plan_run(config, cap_check=False)  # the reservation below checks the cap
     for message in plan.guarantees:
         if on_warning is not None:
             on_warning(message)
