@@ -45,7 +45,7 @@ from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.mechanisms import gaussian_symmetric_matrix
 
 EPS, DELTA = 1.0, 1e-5
-METHODS = ("durfee", "capped")
+METHODS = ("durfee", "capped", "ranged")
 QUANTILE = 0.995
 
 

@@ -53,7 +53,7 @@ from dppca_dask.privacy.mechanisms import gaussian_symmetric_matrix
 EPS, DELTA = 1.0, 1e-5
 QUANTILE = 0.995
 SEED = 20261202
-FRAMES = ("durfee", "capped")
+FRAMES = ("ranged", "durfee", "capped")
 
 
 def _basis(p: int, g: np.random.Generator) -> np.ndarray:

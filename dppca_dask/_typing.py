@@ -47,7 +47,7 @@ RngLike: TypeAlias = int | np.random.Generator | None
 
 ScreeMethod: TypeAlias = Literal["clipped", "pmwm", "huber"]
 ScoreMethod: TypeAlias = Literal["add", "sparse", "geometric"]
-FrameMethod: TypeAlias = Literal["durfee", "capped", "smooth"]
+FrameMethod: TypeAlias = Literal["auto", "ranged", "durfee", "capped", "smooth"]
 Calibration: TypeAlias = Literal["classical", "analytic"]
 Sensitivity: TypeAlias = Literal["seed", "tight"]
 Preset: TypeAlias = Literal["recommended", "seed"]

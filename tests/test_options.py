@@ -121,7 +121,7 @@ def test_options__errors_name_the_estimators_parameter():
 SEED = {"calibration": "classical", "sensitivity": "seed", "score_methods": ("add",),
         "frame": "durfee"}
 RECOMMENDED = {"calibration": "analytic", "sensitivity": "tight",
-               "score_methods": ("geometric",), "frame": "capped"}
+               "score_methods": ("geometric",), "frame": "auto"}
 
 
 def test_presets__the_defaults_are_the_recommended_configuration():
@@ -156,7 +156,7 @@ def test_presets__each_entry_point_plans_the_presets_noise():
     controls = {"clipped": clipped_control(C_clip=40)}
     args = {"k": 3, "controls": controls}
     explicit = {"calibration": "analytic", "sensitivity": "tight",
-                "score_methods": ("geometric",), "frame": "capped"}
+                "score_methods": ("geometric",), "frame": "auto"}
     default = plan_pca(1000, 5, budget, **args).records
     assert default == plan_pca(1000, 5, budget, **args, **explicit).records
     seed = plan_pca(1000, 5, budget, **args, preset="seed").records
@@ -187,4 +187,4 @@ def test_presets__a_config_section_takes_the_seed_preset(tmp_path, store):
         "classical", "seed", ("add",), "capped")  # the explicit key wins
     options = plan_run(load_config(_config(tmp_path, store, "pca"))).setup.options
     assert (options.calibration, options.sensitivity, options.score_methods, options.frame) == (
-        "analytic", "tight", ("geometric",), "capped")
+        "analytic", "tight", ("geometric",), "auto")

@@ -173,9 +173,10 @@ def test_dp_pca__parts_share_the_one_loading_release(fit):
 
 
 @pytest.mark.parametrize(("kwargs", "expected"), [
-    ({}, 4),
+    ({}, 4),  # frame "auto" resolves to "capped" here (n·ε_frame < 500)
     ({"non_private": True}, 4),
     ({"center": 0.0}, 4),
+    ({"frame": "ranged"}, 5),
     ({"frame": "smooth"}, 4),
     ({"scree_method": "pmwm",
       "scree_control": pmwm_control(a=0, b=40, trim_const=5, eta=0.01)}, 5),
@@ -189,7 +190,7 @@ def test_dp_pca__reads_the_input_the_documented_number_of_times(data, groups, kw
                      rng=10, **args)
     methods = [args["scree_method"]] if "scree_method" in args else ["clipped"]
     documented = expected_reads(scree_methods=methods, center=args.get("center", "private"),
-                                frame=args.get("frame", "durfee"))
+                                frame=args.get("frame", "capped"))
     assert counter.calls == fit.metadata["passes"] == documented == expected
 
 

@@ -8,6 +8,8 @@ the blocks in any order gives the same answer (docs/spec/SPEC_dppca.md §6.1, §
   order so a row's score does not depend on how the rows are chunked;
 * :func:`center_counts` -- both sides of the two-sided Durfee search for each axis;
 * :func:`radius_counts` -- #{|s_i − c| < t} for each axis on the one-sided grid;
+* :func:`signed_log_counts`, :func:`window_counts`, :func:`distance_log_counts` -- the ranged
+  frame's three passes (counts below the points of :mod:`dppca_dask.kernels.grids`);
 * :func:`bin_counts` -- 2-D histogram counts on the released frame (optionally per group; the
   group codes ride along as the last column of the block).
 """
@@ -17,9 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from dppca_dask.kernels.counts import count_below, signed_count_below
+from dppca_dask.kernels.grids import log_points, signed_log_points, window_points
 from dppca_dask.kernels.kendall import check_finite_block
 
-__all__ = ["bin_counts", "bin_index", "center_counts", "project", "radius_counts"]
+__all__ = ["bin_counts", "bin_index", "center_counts", "distance_log_counts", "project",
+           "radius_counts", "signed_log_counts", "window_counts"]
 
 
 def project(block: np.ndarray, directions: np.ndarray) -> np.ndarray:
@@ -98,3 +102,27 @@ def bin_counts(
     g = max(n_groups, 1)
     flat = np.bincount((codes * my + jy) * mx + jx, minlength=g * my * mx)
     return flat.reshape(g, my, mx)
+
+
+def signed_log_counts(block: np.ndarray, directions: np.ndarray, steps: int,
+                      octaves: int) -> np.ndarray:
+    """``out[a, i] = #{s_ia < P[i]}`` on P = :func:`~dppca_dask.kernels.grids.signed_log_points`
+    (the ranged frame's first centre pass), shape (2, len(P))."""
+    return count_below(project(block, directions), signed_log_points(steps, octaves))
+
+
+def window_counts(block: np.ndarray, directions: np.ndarray, lows: tuple[float, float],
+                  widths: tuple[float, float], parts: int) -> np.ndarray:
+    """``out[a, k] = #{s_ia < W_a[k]}`` on each axis's released window W_a =
+    :func:`~dppca_dask.kernels.grids.window_points` (``lows[a]``, ``widths[a]``, ``parts``),
+    shape (2, parts + 1): the ranged frame's second centre pass."""
+    s = project(block, directions)
+    return np.stack([count_below(s[:, a], window_points(lows[a], widths[a], parts))
+                     for a in range(2)])
+
+
+def distance_log_counts(block: np.ndarray, directions: np.ndarray, centers: np.ndarray,
+                        steps: int, octaves: int) -> np.ndarray:
+    """``out[a, i] = #{|s_ia − c_a| < t_i}`` on t = :func:`~dppca_dask.kernels.grids.log_points`,
+    shape (2, len(t)): the ranged frame's scale pass."""
+    return radius_counts(block, directions, centers, log_points(steps, octaves))

@@ -1,8 +1,13 @@
 """The private frame of ``dp_score``: a released rectangle that holds (nearly) all scores.
 
-Three constructions (docs/spec/SPEC_dppca.md §6.3, §6.4; docs/design/frame.md):
+Four constructions (docs/spec/SPEC_dppca.md §6.3, §6.4; docs/design/frame.md):
 
-* ``"durfee"`` (recommended; pure ε-DP, no δ) -- per axis, the centre c is Durfee's unbounded
+* ``"ranged"`` (recommended, the default; pure ε-DP) -- equivariant to units and location: a
+  private interval for the centre on a signed geometric grid, a refined centre inside it, then
+  private quantiles of |s − c| on a two-sided geometric grid and a tail extrapolation
+  (:mod:`dppca_dask.pca.frame_ranged`). Three data passes.
+
+* ``"durfee"`` (the seed's; pure ε-DP, no δ) -- per axis, the centre c is Durfee's unbounded
   two-sided median and the radius R the one-sided 0.995 quantile of |s − c|; each of the four
   searches gets ε_frame/4 (basic composition); the frame is c ± 1.2·R per axis. Two data passes
   (the radius needs the released centre): each returns count vectors on the public geometric grid
@@ -35,6 +40,7 @@ from dppca_dask.errors import BudgetError, UtilityWarning
 from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.kernels.scores import center_counts, project, radius_counts
+from dppca_dask.pca.frame_ranged import ranged_frame_stage, ranged_records
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.mechanisms import smooth_laplace, smooth_laplace_record
@@ -72,7 +78,7 @@ __all__ = [
     "smooth_sensitivity",
 ]
 
-FRAME_METHODS = ("durfee", "capped", "smooth")
+FRAME_METHODS = ("auto", "ranged", "durfee", "capped", "smooth")
 RADIUS_QUANTILE = 0.995
 SMOOTH_RADIUS_QUANTILE = 0.99
 _AXES = ("x", "y")
@@ -328,8 +334,9 @@ def frame_stage(
     rng: Any,
     labels: tuple[str, str] = ("PC1", "PC2"),
 ) -> Stage[tuple[Frame, tuple[SpendRecord, ...]]]:
-    """The count-pass frame ``method`` ("durfee" or "capped") as a stage."""
-    make = durfee_frame_stage if method == "durfee" else capped_frame_stage
+    """The count-pass frame ``method`` ("ranged", "durfee" or "capped") as a stage."""
+    make = {"ranged": ranged_frame_stage, "durfee": durfee_frame_stage,
+            "capped": capped_frame_stage}[method]
     return make(x, directions, n=n, eps=eps, rng=rng, labels=labels)
 
 
@@ -337,6 +344,8 @@ def frame_records(method: str, eps: float, delta: float = 0.0) -> list[SpendReco
     """The frame's planned records (``eps``, ``delta``: the frame's allocation; δ is used by
     "smooth" only), in the order the stage writes them, from the searches' record builders
     and :func:`frame_budgets`. Every field is public but the smooth quantiles' scale."""
+    if method == "ranged":
+        return ranged_records(eps)
     parts = frame_budgets(method, PrivacyBudget(eps, delta if method == "smooth" else 0.0))
     if method == "smooth":
         return [smooth_laplace_record(component="score", budget=parts["centre"], label=label)

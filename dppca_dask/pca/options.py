@@ -86,7 +86,7 @@ SENSITIVITIES: tuple[str, ...] = ("seed", "tight")
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "recommended": MappingProxyType({
         "calibration": "analytic", "sensitivity": "tight", "score_methods": ("geometric",),
-        "frame": "capped"}),
+        "frame": "auto"}),
     "seed": MappingProxyType({
         "calibration": "classical", "sensitivity": "seed", "score_methods": ("add",),
         "frame": "durfee"}),
@@ -94,7 +94,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 """The values an option left at ``None`` takes, by ``preset``.
 
 ``"recommended"`` (the default): the analytic Gaussian calibration (Balle & Wang 2018), the
-tight Kendall sensitivity 2√2/n, the geometric histogram and the capped frame -- the
+tight Kendall sensitivity 2√2/n, the geometric histogram and the ``"auto"`` frame (ranged where n·ε_frame ≥ 500) -- the
 configuration the benchmarks recommend (README, "Defaults"). ``"seed"``: the R package's
 configuration (classical calibration, 4/n, the Gaussian ``"add"`` histogram, the Durfee frame),
 which the R comparisons use. An option given explicitly always wins over the preset."""
@@ -270,7 +270,7 @@ class ScoreOptions(Options):
     bins: tuple[int, int] | None = None
     """As requested (``None``: the J rule for n; the cell limit is checked by :meth:`bind`)."""
     axes: tuple[int, int] = (1, 2)
-    frame: str = "capped"
+    frame: str = "auto"
 
     CONSTRAINTS: ClassVar[dict[str, Constraint]] = {
         **Options.CONSTRAINTS, "score_methods": Custom(parse_score_methods),

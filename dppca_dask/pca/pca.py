@@ -20,10 +20,11 @@ Number of reads of the input (Dask computations)::
 
     reads = [1, unless V_dp is given] + max(R_scree, R_score)
 
-with R_score = 3 (frame centre counts, frame radius counts, cell counts; 2 with
-``frame="smooth"``) and R_scree = C + M: C = 2 for the private centre (1 empirical, 0 public
-constants) and M the largest over the requested methods of clipped 1, pmwm 2, huber 1 + T. The
-default (clipped, private centre) reads the input **4 times** (3 with ``V_dp``). Non-private
+with R_score = 4 (the default ``frame="ranged"``: locate, refine and radius counts, cell counts;
+3 with ``"durfee"``/``"capped"``, 2 with ``"smooth"``) and R_scree = C + M: C = 2 for the
+private centre (1 empirical, 0 public constants) and M the largest over the requested methods of
+clipped 1, pmwm 2, huber 1 + T. The default (clipped, private centre, ranged frame) reads the
+input **5 times** (4 with ``V_dp``). Non-private
 references ride along existing passes and add none.
 
 Order of random draws: the loading noise; then, round by round, the score stage's draws for the
@@ -67,7 +68,7 @@ from dppca_dask.pca.directions import (
     release_directions,
 )
 from dppca_dask.pca.options import PCAOptions, Setup
-from dppca_dask.pca.score import score_records, score_rounds, score_stage
+from dppca_dask.pca.score import frame_method, score_records, score_rounds, score_stage
 from dppca_dask.pca.scree import (
     center_rounds,
     method_rounds,
@@ -90,7 +91,7 @@ _OWNER = "dp_pca"
 
 
 def expected_reads(*, scree_methods: Sequence[str], center: Any = "private",
-                   huber_steps: int = 0, frame: str = "durfee", v_dp: bool = False) -> int:
+                   huber_steps: int = 0, frame: str = "ranged", v_dp: bool = False) -> int:
     """The documented number of reads of the input of one ``dp_pca`` fit (module docstring).
 
     ``huber_steps`` is T of the Huber method (when requested).
@@ -98,6 +99,8 @@ def expected_reads(*, scree_methods: Sequence[str], center: Any = "private",
     Examples
     --------
     >>> expected_reads(scree_methods=["clipped"])
+    5
+    >>> expected_reads(scree_methods=["clipped"], frame="capped")
     4
     >>> expected_reads(scree_methods=["clipped", "pmwm"], v_dp=True)
     4
@@ -193,7 +196,7 @@ def dp_pca(
         ``None`` (default): the preset's; see :func:`~dppca_dask.dp_loading`.
     preset
         Where the options left at ``None`` come from (an option given explicitly wins):
-        ``"recommended"`` (default) -- ``calibration="analytic"``, ``sensitivity="tight"``, ``score_method=("geometric",)``, ``frame="capped"``;
+        ``"recommended"`` (default) -- ``calibration="analytic"``, ``sensitivity="tight"``, ``score_method=("geometric",)``, ``frame="auto"``;
         ``"seed"`` -- the R package's configuration, ``calibration="classical"``,
         ``sensitivity="seed"``, ``score_method=("add",)``, ``frame="durfee"``, which the R comparisons use
         (:data:`~dppca_dask.pca.options.PRESETS`).
@@ -314,7 +317,7 @@ def pca_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
     records = [*directions_records(setup, budget), *scree_records(setup, budget),
                *score_records(setup, budget)]
     passes = (setup.supplied is None) + max(scree_rounds(setup),
-                                            score_rounds(setup.options.frame))
+                                            score_rounds(frame_method(setup, budget)))
     return Plan(tuple(records), passes=passes)
 
 

@@ -55,6 +55,7 @@ from dppca_dask.pca.frame import (
     score_array,
     smooth_frame,
 )
+from dppca_dask.pca.frame_ranged import RANGED_MIN_N_EPS
 from dppca_dask.pca.histograms import (
     HISTOGRAM_METHODS,
     bin_count_pass,
@@ -78,6 +79,8 @@ from dppca_dask.results.score import ScoreResult
 
 __all__ = [
     "FRAME_SHARE",
+    "RANGED_MIN_N_EPS",
+    "frame_method",
     "dp_score",
     "plan_score",
     "score_records",
@@ -87,6 +90,16 @@ __all__ = [
 
 FRAME_SHARE = 0.35
 """Share of the score ε spent on the private frame; the histogram gets the rest and all of δ."""
+
+
+def frame_method(setup: Setup, budget: BudgetPlan) -> str:
+    """The frame a fit runs: the option, with ``"auto"`` resolved from public n and the frame ε
+    (:data:`RANGED_MIN_N_EPS`); the stage, its plan records and its pass count all call it."""
+    method = setup.options.frame
+    if method != "auto":
+        return method
+    eps = FRAME_SHARE * budget.spend("score").eps
+    return "ranged" if setup.n * eps >= RANGED_MIN_N_EPS else "capped"
 
 def dp_score(
     X: DataLike,
@@ -144,11 +157,16 @@ def dp_score(
         Earlier private directions (p × k, e.g. a :class:`~dppca_dask.LoadingResult`); the loading
         allocation then only records that release.
     frame
-        ``None`` (default): the preset's (``"capped"``; ``preset="seed"``: ``"durfee"``).
-        ``"durfee"`` (the seed's; pure ε-DP per-axis Durfee median and 0.995 radius,
-        rectangular, inflated by 0.2; two count passes), ``"capped"`` (the same passes; the
+        ``None`` (default): the preset's (``"auto"``; ``preset="seed"``: ``"durfee"``).
+        ``"auto"`` (the recommended): ``"ranged"`` where n·ε_frame ≥ 500 (ε_frame = 35 % of the
+        score ε; the demo's n = 5000 at ε = 1 has 583), else ``"capped"``. ``"ranged"`` ( pure ε-DP, three count passes, equivariant to units and
+        location: a private interval of the median on a signed geometric grid, refined inside
+        it, then private quantiles of |s − c| on a two-sided geometric grid and a tail
+        extrapolation to the 0.995 quantile; docs/design/frame.md), ``"durfee"`` (the seed's;
+        pure ε-DP per-axis Durfee median and 0.995 radius, rectangular, inflated by 0.2; two
+        count passes, grids fixed in the data's units), ``"capped"`` (the same passes; the
         0.995 radius search runs only between a private median S of |s − c| and 8·S, so it
-        cannot run away; pure ε-DP, docs/design/frame.md; the recommended) or ``"smooth"``
+        cannot run away; pure ε-DP) or ``"smooth"``
         (legacy v0.1.0 square frame from smooth-sensitivity quantiles; collects the n × 2 scores on the driver). The smooth frame
         needs δ: it takes 35 % of the score δ as well as 35 % of ε, and the histogram gets the
         remaining 65 % of δ.
@@ -165,7 +183,7 @@ def dp_score(
         ``None`` (default): the preset's; see :func:`~dppca_dask.dp_loading`.
     preset
         Where the options left at ``None`` come from (an option given explicitly wins):
-        ``"recommended"`` (default) -- ``calibration="analytic"``, ``sensitivity="tight"``, ``method=("geometric",)``, ``frame="capped"``;
+        ``"recommended"`` (default) -- ``calibration="analytic"``, ``sensitivity="tight"``, ``method=("geometric",)``, ``frame="auto"``;
         ``"seed"`` -- the R package's configuration, ``calibration="classical"``,
         ``sensitivity="seed"``, ``method=("add",)``, ``frame="durfee"``, which the R comparisons use
         (:data:`~dppca_dask.pca.options.PRESETS`).
@@ -255,7 +273,8 @@ def score_stage(
     passes, then the cell counts; returns the :class:`ScoreResult` (``released``: the
     directions and their ledger entries)."""
     options = setup.options
-    axes, m_bins, methods, frame = options.axes, setup.m_bins, options.score_methods, options.frame
+    axes, m_bins, methods = options.axes, setup.m_bins, options.score_methods
+    frame = frame_method(setup, plan)
     non_private, calibration = options.non_private, options.calibration
     assert m_bins is not None
     state = rng_state
@@ -406,8 +425,9 @@ def score_records(setup: Setup, budget: BudgetPlan) -> list[SpendRecord]:
     (groups are disjoint: parallel composition, one record each)."""
     options = setup.options
     methods, calibration = options.score_methods, options.calibration
-    frame_budget, hist = score_split(budget.spend("score"), options.frame)
-    out: list[SpendRecord] = frame_records(options.frame, frame_budget.eps, frame_budget.delta)
+    frame = frame_method(setup, budget)
+    frame_budget, hist = score_split(budget.spend("score"), frame)
+    out: list[SpendRecord] = frame_records(frame, frame_budget.eps, frame_budget.delta)
     for m in (m for m in HISTOGRAM_METHODS if m in methods):  # one record for all groups
         label = f"{m} histogram (groups: parallel composition)"
         if m == "add":
@@ -424,16 +444,17 @@ def score_records(setup: Setup, budget: BudgetPlan) -> list[SpendRecord]:
 
 
 def score_rounds(frame: str) -> int:
-    """Data passes of the score stage: frame centre and radius counts (durfee, capped) or the
-    observed scores (smooth), then the cell counts."""
-    return 2 if frame == "smooth" else 3
+    """Data passes of the score stage: the frame's (ranged: locate, refine and scale counts;
+    durfee, capped: centre and radius counts; smooth: the observed scores), then the cell
+    counts."""
+    return {"ranged": 4, "smooth": 2}.get(frame, 3)
 
 
 def score_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
     """What ``dp_score`` spends and how often it reads X, for bound options."""
     records = [*directions_records(setup, budget), *score_records(setup, budget)]
     return Plan(tuple(records), passes=(setup.supplied is None)
-                + score_rounds(setup.options.frame))
+                + score_rounds(frame_method(setup, budget)))
 
 
 def plan_score(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str] | None = None,

@@ -238,7 +238,7 @@ class ScoreConfig(_KendallOptions):
     bins: list[PositiveInt] | PositiveInt | None = None
     method: list[Literal["add", "sparse", "geometric"]] = Field(
         default_factory=_list_of("geometric"), min_length=1)
-    frame: Literal["durfee", "capped", "smooth"] = "capped"
+    frame: Literal["auto", "ranged", "durfee", "capped", "smooth"] = "auto"
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
     group_weights: Literal["observed", "private"] = "observed"
     private_plot: list[Literal["histogram", "sample"]] = Field(
@@ -270,7 +270,7 @@ class PCAConfig(_KendallOptions):
     score_method: list[Literal["add", "sparse", "geometric"]] = Field(
         default_factory=_list_of("geometric"), min_length=1)
     axes: list[PositiveInt] = Field(default_factory=lambda: [1, 2], min_length=2, max_length=2)
-    frame: Literal["durfee", "capped", "smooth"] = "capped"
+    frame: Literal["auto", "ranged", "durfee", "capped", "smooth"] = "auto"
     sampling: ScoreSamplingConfig = Field(default_factory=ScoreSamplingConfig)
     group_weights: Literal["observed", "private"] = "observed"
     panels: list[Literal["score", "biplot"]] = Field(

@@ -45,6 +45,8 @@ __all__ = [
     "DEFAULT_BETA",
     "DEFAULT_MAX_STEPS",
     "QuantileRelease",
+    "bin_quantile_from_counts",
+    "bin_quantile_record",
     "durfee_quantile",
     "durfee_upper",
     "exponential_quantile_from_counts",
@@ -325,4 +327,50 @@ def exponential_quantile_from_counts(
     scores = -np.abs(counts - q * n)
     release = exponential_mechanism(scores, epsilon=epsilon, sensitivity=1.0, rng=rng,
                                     component=component, note=note)
+    return int(release.value), release.record
+
+
+def bin_quantile_record(*, component: str, epsilon: float, points: int,
+                        note: str = "") -> SpendRecord:
+    """The record of one :func:`bin_quantile_from_counts` on a grid of ``points`` points: the
+    exponential mechanism's over its ``points + 1`` intervals (score sensitivity 1)."""
+    return exponential_mechanism_record(component=component, epsilon=epsilon, sensitivity=1.0,
+                                        size=points + 1, note=note, pure=True)
+
+
+def bin_quantile_from_counts(
+    counts: np.ndarray,
+    *,
+    n: int,
+    q: float,
+    epsilon: float,
+    rng: Any,
+    component: str,
+    note: str = "",
+) -> tuple[int, SpendRecord]:
+    """Private interval holding the q-quantile, by the exponential mechanism over intervals.
+
+    ``counts[i] = #{x < t_i}`` for the m grid points t_0 < … < t_(m−1) (the data pass's output).
+    Candidate j = 0 … m is the interval [t_(j−1), t_j) with t_(−1) = −∞ and t_m = +∞, whose count
+    range is [lo_j, hi_j] = [counts[j−1], counts[j]] (0 below the first point, n above the last);
+    its score is −max(0, lo_j − q·n, q·n − hi_j). One value replaced changes every count by at most
+    1, so every score by at most 1: the selection is ε-DP (recorded as pure ε: the frame composes
+    in pure DP). Only the index is released (m + 1 Gumbel draws, a public number).
+
+    Examples
+    --------
+    >>> grid = np.array([1.0, 2.0, 4.0, 8.0])
+    >>> counts = np.searchsorted(np.full(100, 3.0), grid, side="left")  # every value in [2, 4)
+    >>> j, rec = bin_quantile_from_counts(counts, n=100, q=0.5, epsilon=2.0,
+    ...                                   rng=np.random.default_rng(0), component="c")
+    >>> j, rec.draws  # the interval [grid[1], grid[2])
+    (2, 5)
+    """
+    counts = np.asarray(counts, dtype=np.float64).ravel()
+    target = q * n
+    lo = np.concatenate([[0.0], counts])
+    hi = np.concatenate([counts, [float(n)]])
+    scores = -np.maximum(0.0, np.maximum(lo - target, target - hi))
+    release = exponential_mechanism(scores, epsilon=epsilon, sensitivity=1.0, rng=rng,
+                                    component=component, note=note, pure=True)
     return int(release.value), release.record

@@ -21,12 +21,13 @@ import pandas as pd
 from dppca_dask._rformat import format_r_scalar
 from dppca_dask.io.data import SourceInfo
 from dppca_dask.pca.frame import CAPPED_SPAN
+from dppca_dask.pca.frame_ranged import RADIUS_FACTOR
 from dppca_dask.pca.histograms import (
     cell_limit,
     histogram_estimate,
 )
 from dppca_dask.pca.options import ScoreOptions, Setup
-from dppca_dask.pca.score import score_split
+from dppca_dask.pca.score import frame_method, score_split
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.wording import kendall_lines, loading_line
 from dppca_dask.privacy.budget import BudgetPlan
@@ -75,14 +76,15 @@ def score_noise(cfg: RunConfig, setup: Setup, plan: BudgetPlan, release: Plan) -
     bins, methods = setup.m_bins, opts.score_methods
     assert bins is not None
     score = plan.spend("score")
-    frame_budget, hist = score_split(score, opts.frame)
+    frame = frame_method(setup, plan)
+    frame_budget, hist = score_split(score, frame)
     frame_eps, frame_delta = frame_budget.eps, frame_budget.delta
     rule = " (default rule)" if opts.bins is None else ""
     lines = [
         loading_line(release, opts.calibration),
         f"  score: eps = {_r(score.eps)} ; delta = {_r(score.delta)}",
-        f"    frame ({opts.frame}): eps = {_r(frame_eps)} ; delta = {_r(frame_delta)} -> "
-        + _frame_words(release, opts.frame),
+        f"    frame ({frame}{' by auto' if opts.frame == 'auto' else ''}): eps = "
+        f"{_r(frame_eps)} ; delta = {_r(frame_delta)} -> " + _frame_words(release, frame),
         f"    histogram: eps = {_r(hist.eps)} ; delta = {_r(hist.delta)} for each method "
         f"({', '.join(methods)}), {bins[0]} x {bins[1]} bins{rule}",
     ]
@@ -109,6 +111,15 @@ def _frame_words(release: Plan, frame: str) -> str:
     """The frame's searches in words, read off the release's planned records."""
     if frame == "smooth":
         return "3 smooth-sensitivity quantiles"
+    if frame == "ranged":
+        radius = next(r.eps for r in release.records if r.component == "score"
+                      and r.mechanism == "durfee_above_threshold")
+        shares = [r.eps for r in release.records if r.component == "score"
+                  and r.mechanism == "exponential_mechanism"]
+        return (f"per axis (pure DP): the centre's interval and its refinement by the "
+                f"exponential mechanism at eps {_r(shares[0])} and {_r(shares[2])}, the 0.9 "
+                f"quantile of |s - c| by a Durfee search at eps {_r(radius)}; radius "
+                f"{RADIUS_FACTOR:g} x that quantile")
     searches = [r for r in release.records
                 if r.component == "score" and r.mechanism == "durfee_above_threshold"]
 
@@ -125,14 +136,19 @@ def _frame_words(release: Plan, frame: str) -> str:
 def score_work(cfg: RunConfig, src: SourceInfo, setup: Setup, release: Plan) -> list[str]:
     assert release.passes is not None
     assert setup.m_bins is not None
-    frame = ("frame centre counts, frame radius counts" if setup.options.frame == "durfee"
-             else "the observed scores (smooth frame)")
+    ranged = any(r.mechanism == "exponential_mechanism" and r.note.startswith("frame")
+                 for r in release.records)  # the frame the plan resolved
+    frame = ("frame locate, refine and radius counts" if ranged
+             else "the observed scores (smooth frame)" if setup.options.frame == "smooth"
+             else "frame centre counts, frame radius counts")
     return [
         "Work (score):",
         *kendall_lines(setup, src),
         f"  then {release.passes - 1} passes of O(n p) over {len(src.chunks[0])} row chunk(s): "
         f"{frame}, cell counts" + (" per group" if cfg.input.group else ""),
-        "  the driver holds count vectors over 5000 grid points and the cell counts",
+        "  the driver holds count vectors over "
+        + ("81922 grid points" if ranged else "5000 grid points")
+        + " and the cell counts",
         histogram_line(setup.m_bins, src.n, len(setup.options.score_methods),
                        bool(cfg.input.group)),
     ]

@@ -67,9 +67,16 @@ def above_threshold(
 
 
 def exponential_mechanism_record(*, component: str, epsilon: float, sensitivity: float,
-                                 size: int, note: str = "") -> SpendRecord:
-    """The record of one :func:`exponential_mechanism` over ``size`` candidates (ρ = ε²/8,
-    Gumbel scale 2Δ/ε). The one builder of this record."""
+                                 size: int, note: str = "", pure: bool = False) -> SpendRecord:
+    """The record of one :func:`exponential_mechanism` over ``size`` candidates (Gumbel scale
+    2Δ/ε): stated as ρ = ε²/8-zCDP (default), or with ``pure=True`` as ε-DP (eps = ε, δ = 0, no
+    ρ), for a release composed in pure DP (the ranged score frame). The one builder of this
+    record."""
+    if pure:
+        return SpendRecord(
+            component=component, mechanism="exponential_mechanism", eps=epsilon, delta=0.0,
+            sensitivity=sensitivity, sensitivity_norm="score", noise="gumbel",
+            scale=2.0 * sensitivity / epsilon, draws=size, note=note)
     return SpendRecord(
         component=component, mechanism="exponential_mechanism", eps=0.0, delta=0.0,
         sensitivity=sensitivity, sensitivity_norm="score", noise="gumbel",
@@ -85,6 +92,7 @@ def exponential_mechanism(
     rng: Any,
     component: str,
     note: str = "",
+    pure: bool = False,
 ) -> Release:
     """Exponential mechanism: index i with probability ∝ exp(ε·score_i/(2Δ)).
 
@@ -114,5 +122,5 @@ def exponential_mechanism(
     index = int(np.argmax(epsilon * scores / (2.0 * sensitivity) + gumbel))
     record = exponential_mechanism_record(component=component, epsilon=epsilon,
                                           sensitivity=sensitivity, size=int(scores.size),
-                                          note=note)
+                                          note=note, pure=pure)
     return Release(index, record)
