@@ -65,7 +65,9 @@ def test_private_radius__equivariant_to_units(scale):
     ref = dp_covariance(x, rho=1.0, rng=7)
     fit = dp_covariance(x * scale, rho=1.0, rng=7)
     ratio = fit.metadata["radius"] / (scale * ref.metadata["radius"])
-    assert STEP ** -1 * (1 - 1e-12) <= ratio <= STEP * (1 + 1e-12)
+    # the released value is the upper end of the selected interval: a scale off the grid's
+    # lattice moves it by the grid's alignment (under one step) and the interval (one step)
+    assert STEP ** -2 * (1 - 1e-12) <= ratio <= STEP ** 2 * (1 + 1e-12)
     # and so is the release, up to the radius's step (normalised units are the same)
     np.testing.assert_allclose(fit.covariance.values / scale**2, ref.covariance.values,
                                rtol=0.2, atol=0.05 * float(np.max(ref.covariance.values)))
@@ -74,22 +76,29 @@ def test_private_radius__equivariant_to_units(scale):
 
 
 def _exact_law(counts: np.ndarray, n: int, d: int, rho: float) -> tuple[np.ndarray, np.ndarray]:
-    """The exact output law of :func:`release_radius` on ``counts``: (grid indices, probabilities)."""
+    """The exact output law of :func:`release_radius` on ``counts``: (grid indices, probabilities);
+    each selection is the exponential mechanism over the intervals between grid points."""
     grid = radius_grid()
     scale_rho, radius_rho, _ = split_rho(rho)
     eps1, eps2 = math.sqrt(8 * scale_rho), math.sqrt(8 * radius_rho)
     q = radius_rule(n, d, rho).q
     coarse = np.arange(0, grid.size, COARSE)
-    logits = eps1 * -np.abs(counts[coarse] - 0.5 * n) / 2
+    def interval_scores(c: np.ndarray, target: float) -> np.ndarray:
+        lo, hi = np.r_[0.0, c], np.r_[c, float(n)]  # interval j = [t_(j-1), t_j)
+        return -np.maximum(0.0, np.maximum(lo - target, target - hi))
+
+    logits = eps1 * interval_scores(counts[coarse], 0.5 * n) / 2
     first = np.exp(logits - logits.max())
     first /= first.sum()
     law = np.zeros(grid.size)
     size = (WINDOW[0] + WINDOW[1]) * STEPS_PER_OCTAVE + 1
     for j in np.flatnonzero(first > 1e-16):
-        start = min(max(coarse[j] - WINDOW[0] * STEPS_PER_OCTAVE, 0), grid.size - size)
-        scores = eps2 * -np.abs(counts[start:start + size] - q * n) / 2
+        centre = coarse[min(j, coarse.size - 1)]  # the released value: the interval's upper end
+        start = min(max(centre - WINDOW[0] * STEPS_PER_OCTAVE, 0), grid.size - size)
+        scores = eps2 * interval_scores(counts[start:start + size], q * n) / 2
         second = np.exp(scores - scores.max())
-        law[start:start + size] += first[j] * second / second.sum()
+        second /= second.sum()
+        np.add.at(law, start + np.minimum(np.arange(size + 1), size - 1), first[j] * second)
     return np.flatnonzero(law), law[law > 0]
 
 

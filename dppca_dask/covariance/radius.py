@@ -8,9 +8,12 @@ the row norms ‖x_i‖₂; the rest of ρ goes to the covariance release clippe
    public two-sided geometric grid 2^(i/32), i = −166·32 … 166·32 (about 1e−50 … 1e50, so R²
    and the noise on it stay within the public bounds' range;
    :func:`~dppca_dask.privacy.quantiles.geometric_grid`);
-2. on the driver (:func:`release_radius`), two exponential-mechanism quantile searches on those
-   counts (:func:`~dppca_dask.privacy.quantiles.exponential_quantile_from_counts`, the audited
-   :func:`~dppca_dask.privacy.mechanisms.exponential_mechanism`; ρ = ε²/8 each): the *scale* S,
+2. on the driver (:func:`release_radius`), two exponential-mechanism selections of the interval
+   between grid points that holds a quantile
+   (:func:`~dppca_dask.privacy.quantiles.bin_quantile_from_counts`, the audited
+   :func:`~dppca_dask.privacy.mechanisms.exponential_mechanism`; ρ = ε²/8 each; the released
+   value is the interval's upper end, so a point mass of row norms inside one interval is
+   selected, not tied with every point above it): the *scale* S,
    the median norm on every 16th grid point (2^(j/2)), with :data:`SCALE_FRACTION` of the
    share; then the *radius* R, the q-quantile on the 161 grid points of the window
    [S/2, 16·S] (:data:`WINDOW`; shifted inside the grid at its ends, so the number of candidates
@@ -43,8 +46,8 @@ from dppca_dask.io.data import DataSource
 from dppca_dask.kernels.gram import row_norm_counts
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.quantiles import (
-    exponential_quantile_from_counts,
-    exponential_quantile_record,
+    bin_quantile_from_counts,
+    bin_quantile_record,
     geometric_grid,
 )
 
@@ -157,10 +160,11 @@ def radius_records(rho: float) -> tuple[SpendRecord, SpendRecord]:
     """The two records the radius spends, for a covariance budget ρ: the plan's and the fit's
     (one builder: :func:`~dppca_dask.privacy.quantiles.exponential_quantile_record`)."""
     eps_scale, eps_radius = _epsilons(rho)
-    return (exponential_quantile_record(component=_COMPONENT, epsilon=eps_scale,
-                                        size=int(_coarse_indices().size), note=_SCALE_NOTE),
-            exponential_quantile_record(component=_COMPONENT, epsilon=eps_radius,
-                                        size=_window_size(), note=_RADIUS_NOTE))
+    return (bin_quantile_record(component=_COMPONENT, epsilon=eps_scale,
+                                points=int(_coarse_indices().size), note=_SCALE_NOTE,
+                                pure=False),
+            bin_quantile_record(component=_COMPONENT, epsilon=eps_radius,
+                                points=_window_size(), note=_RADIUS_NOTE, pure=False))
 
 
 def radius_graph(source: DataSource) -> Any:
@@ -200,15 +204,17 @@ def release_radius(counts: np.ndarray, *, n: int, d: int, rho: float, rng: Any,
             "may miss the data). Give a public radius "
             "(radius=R) or more budget.", UtilityWarning, stacklevel=4)
     coarse = _coarse_indices()
-    pick, scale_record = exponential_quantile_from_counts(
-        counts[coarse], grid[coarse], n=n, q=0.5, epsilon=eps_scale, rng=rng,
-        component=_COMPONENT, note=_SCALE_NOTE)
-    centre = int(coarse[pick])
+    # interval selections (a point mass makes every grid point's count far from q·n; the
+    # interval holding it scores 0): the released value is the chosen interval's upper end
+    pick, scale_record = bin_quantile_from_counts(
+        counts[coarse], n=n, q=0.5, epsilon=eps_scale, rng=rng, component=_COMPONENT,
+        note=_SCALE_NOTE, pure=False)
+    centre = int(coarse[min(pick, coarse.size - 1)])
     size = _window_size()
     start = min(max(centre - WINDOW[0] * STEPS_PER_OCTAVE, 0), grid.size - size)
     window = slice(start, start + size)
-    index, radius_record = exponential_quantile_from_counts(
-        counts[window], grid[window], n=n, q=rule.q, epsilon=eps_radius, rng=rng,
-        component=_COMPONENT, note=_RADIUS_NOTE)
-    return RadiusRelease(float(grid[start + index]), float(grid[centre]), rule,
+    index, radius_record = bin_quantile_from_counts(
+        counts[window], n=n, q=rule.q, epsilon=eps_radius, rng=rng, component=_COMPONENT,
+        note=_RADIUS_NOTE, pure=False)
+    return RadiusRelease(float(grid[start + min(index, size - 1)]), float(grid[centre]), rule,
                          (scale_record, radius_record))

@@ -331,11 +331,12 @@ def exponential_quantile_from_counts(
 
 
 def bin_quantile_record(*, component: str, epsilon: float, points: int,
-                        note: str = "") -> SpendRecord:
+                        note: str = "", pure: bool = True) -> SpendRecord:
     """The record of one :func:`bin_quantile_from_counts` on a grid of ``points`` points: the
-    exponential mechanism's over its ``points + 1`` intervals (score sensitivity 1)."""
+    exponential mechanism's over its ``points + 1`` intervals (score sensitivity 1), stated as
+    pure ε (default) or, with ``pure=False``, as ρ = ε²/8-zCDP."""
     return exponential_mechanism_record(component=component, epsilon=epsilon, sensitivity=1.0,
-                                        size=points + 1, note=note, pure=True)
+                                        size=points + 1, note=note, pure=pure)
 
 
 def bin_quantile_from_counts(
@@ -347,6 +348,7 @@ def bin_quantile_from_counts(
     rng: Any,
     component: str,
     note: str = "",
+    pure: bool = True,
 ) -> tuple[int, SpendRecord]:
     """Private interval holding the q-quantile, by the exponential mechanism over intervals.
 
@@ -354,8 +356,8 @@ def bin_quantile_from_counts(
     Candidate j = 0 … m is the interval [t_(j−1), t_j) with t_(−1) = −∞ and t_m = +∞, whose count
     range is [lo_j, hi_j] = [counts[j−1], counts[j]] (0 below the first point, n above the last);
     its score is −max(0, lo_j − q·n, q·n − hi_j). One value replaced changes every count by at most
-    1, so every score by at most 1: the selection is ε-DP (recorded as pure ε: the frame composes
-    in pure DP). Only the index is released (m + 1 Gumbel draws, a public number).
+    1, so every score by at most 1: the selection is ε-DP and ε²/8-zCDP (recorded as pure ε, the
+    score frame's, or with ``pure=False`` as ρ = ε²/8, the covariance radius's). Only the index is released (m + 1 Gumbel draws, a public number).
 
     Examples
     --------
@@ -372,5 +374,5 @@ def bin_quantile_from_counts(
     hi = np.concatenate([counts, [float(n)]])
     scores = -np.maximum(0.0, np.maximum(lo - target, target - hi))
     release = exponential_mechanism(scores, epsilon=epsilon, sensitivity=1.0, rng=rng,
-                                    component=component, note=note, pure=True)
+                                    component=component, note=note, pure=pure)
     return int(release.value), release.record
