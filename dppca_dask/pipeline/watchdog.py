@@ -54,9 +54,14 @@ from dppca_dask.pipeline.liveness import (
     judge_worker,
     worker_ttl,
 )
-from dppca_dask.pipeline.watchdog_probe import make_allowed_failures, make_probe, make_remove
+from dppca_dask.pipeline.watchdog_probe import (
+    make_allowed_failures,
+    make_identify,
+    make_probe,
+    make_remove,
+)
 
-__all__ = ["SILENT_SCHEDULERS", "Watchdog", "set_allowed_failures"]
+__all__ = ["SILENT_SCHEDULERS", "Watchdog", "scheduler_process", "set_allowed_failures"]
 
 PROBE_INTERVAL = 1.0
 """Seconds between two probes of the scheduler."""
@@ -79,6 +84,16 @@ def set_allowed_failures(client: Any, value: int, timeout: float | None = None) 
         raise
     except Exception:  # noqa: BLE001 -- e.g. the scheduler refuses pickled functions
         return None
+
+
+def scheduler_process(client: Any, timeout: float = 10.0) -> tuple[int, float] | None:
+    """The scheduler's (pid, process start time), asked once when the cluster is opened (a
+    loaded scheduler may not answer the first probe of a computation); None when it does not
+    answer or refuses pickled functions."""
+    with contextlib.suppress(Exception):
+        pid, started = client.run_on_scheduler(make_identify(), callback_timeout=timeout)
+        return int(pid), float(started)
+    return None
 
 
 class _SchedulerProcess:
@@ -118,12 +133,14 @@ class _SchedulerProcess:
 class Watchdog:
     """Cancels ``futures`` when the cluster has had no worker for ``timeout`` s, no task has
     finished for ``stall_timeout`` s while tasks were pending, or the scheduler has stopped
-    answering; restarts or removes stopped workers. After :meth:`stop`, :attr:`reason` is None
+    answering; restarts or removes stopped workers. ``scheduler``: the scheduler's
+    :func:`scheduler_process`, so that its process is known before the first answer. After :meth:`stop`, :attr:`reason` is None
     or one sentence saying why it fired; :attr:`actions` lists (worker, "restart"/"remove"),
     :attr:`spared` the workers silent past their deadline that were kept (their process ran)."""
 
     def __init__(self, client: Any, futures: Any, *, timeout: float, stall_timeout: float,
-                 where: str, interval: float = PROBE_INTERVAL) -> None:
+                 where: str, interval: float = PROBE_INTERVAL,
+                 scheduler: tuple[int, float] | None = None) -> None:
         self.timeout, self.stall_timeout, self.where = float(timeout), float(stall_timeout), where
         self.interval = min(interval, self.timeout / 4, self.stall_timeout / 4)
         self.reason: str | None = None
@@ -139,6 +156,8 @@ class Watchdog:
         self._orders: dict[str, list[tuple[str, str]]] = {"restart": [], "remove": []}
         self._acted: dict[str, float] = {}  # worker -> when its action was sent
         self._scheduler = _SchedulerProcess()
+        if scheduler is not None:  # (pid, start time) of scheduler_process
+            self._scheduler.learn(*scheduler)
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True,
                                         name="dppca-watchdog")

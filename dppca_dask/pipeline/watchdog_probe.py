@@ -8,13 +8,14 @@ installs on its first call a scheduler plugin (named per computation) that
 
 * counts the tasks finished (for ``cluster.stall_timeout``);
 * measures the scheduler's own event-loop latency: a tick every 0.1 s notes how late it woke
-  (:data:`TICK`, :data:`LATE_MIN`). A worker's silence is its heartbeat's age less the time the
-  loop ran late since that heartbeat (a heartbeat that arrived while the loop was blocked has
-  not been read yet), and so are the gaps measured between heartbeats;
+  (:data:`TICK`, :data:`LATE_MIN`). A worker's silence is its heartbeat's age less the longest
+  block of the loop since that heartbeat that goes on or ended in the last :data:`RECENT` s (a
+  heartbeat that arrived while the loop was blocked may not have been read yet), and so are the
+  gaps measured between heartbeats;
 * looks at every worker silent for more than ``suspect`` s, every ``every`` s: its nanny reports
   the worker process's pid, psutil status and CPU time (a worker in the scheduler's own process
   is looked at directly); no answer within ``answer`` s is "unreachable", unless the scheduler's
-  loop was itself late for half that time (no conclusion then);
+  loop was itself blocked for half that time in one go (no conclusion then);
 * restarts (through the nanny) or removes the workers the driver decided on
   (:func:`dppca_dask.pipeline.liveness.judge_worker`), each logged as an event of topic
   :data:`EVENT_TOPIC` on the scheduler.
@@ -29,13 +30,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["EVENT_TOPIC", "LATE_MIN", "TICK", "make_allowed_failures", "make_probe",
-           "make_remove"]
+__all__ = ["EVENT_TOPIC", "LATE_MIN", "RECENT", "TICK", "make_allowed_failures",
+           "make_identify", "make_probe", "make_remove"]
 
 TICK = 0.1
 """Seconds between two ticks of the scheduler-side latency measurement."""
 LATE_MIN = 0.1
 """A tick later than this (seconds) counts as the scheduler's loop running late."""
+RECENT = 5.0
+"""Seconds after a block of the scheduler's loop during which heartbeats that arrived in it may
+still be unread: such a block is left out of a worker's silence only that long."""
 EVENT_TOPIC = "dppca-watchdog"
 """Scheduler event topic of every restart and removal the watchdog makes."""
 
@@ -43,7 +47,7 @@ EVENT_TOPIC = "dppca-watchdog"
 def make_probe(name: str) -> Callable[..., dict[str, Any]]:
     """The probe, run on the scheduler with ``params`` (suspect, answer, every: seconds;
     restart, remove: lists of (worker address, reason))."""
-    tick_s, late_min, topic = TICK, LATE_MIN, EVENT_TOPIC
+    tick_s, late_min, recent_s, topic = TICK, LATE_MIN, RECENT, EVENT_TOPIC
 
     def probe(params: dict[str, Any] | None = None, dask_scheduler: Any = None) -> dict[str, Any]:
         import asyncio
@@ -59,16 +63,21 @@ def make_probe(name: str) -> Callable[..., dict[str, Any]]:
         every = float(params.get("every", 2.0))
         watch = dask_scheduler.plugins.get(name)
 
-        def late_between(since: float, until: float, ongoing: bool) -> float:
-            """Seconds of [since, until] during which the scheduler's loop ran late."""
-            total = 0.0
-            for end, late in reversed(watch.marks):
-                if end <= since:
-                    break
-                total += max(0.0, min(end, until) - max(end - late, since))
-            if ongoing and until - watch.due > late_min:  # a tick overdue now
-                total += max(0.0, until - max(watch.due, since))
-            return total
+        def longest_block(since: float, until: float, recent: float = float("inf")) -> float:
+            """The longest time the scheduler's loop was blocked in one go within [since,
+            until], of the blocks that go on or ended less than ``recent`` s before ``until``."""
+            blocks = [min(end, until) - max(end - late, since) for end, late in watch.marks
+                      if end > max(since, until - recent)]
+            if until - watch.due > late_min:  # a tick overdue now: the loop is late now
+                blocks.append(until - max(watch.due, since))
+            return max(blocks, default=0.0)
+
+        def unread(since: float, until: float) -> float:
+            """How long a heartbeat may have waited unread (a heartbeat that arrived while the
+            loop was blocked is read after the block; one delayed by a block that ended more
+            than ``recent_s`` ago has been read): the longest such block since ``since``. A
+            busy loop, late by a little at every tick, delays each heartbeat by a little only."""
+            return longest_block(since, until, recent_s)
 
         if watch is None:
             from distributed.diagnostics.plugin import SchedulerPlugin
@@ -130,7 +139,7 @@ def make_probe(name: str) -> Callable[..., dict[str, Any]]:
                         reply = await asyncio.wait_for(
                             dask_scheduler.rpc(nanny).run(function=dumps(nanny_view)), answer)
                     except (TimeoutError, OSError):
-                        if late_between(start, clock(), True) > answer / 2:
+                        if longest_block(start, clock()) > answer / 2:
                             return  # the scheduler was late itself: no conclusion
                         status = "unreachable"
                     else:
@@ -181,9 +190,9 @@ def make_probe(name: str) -> Callable[..., dict[str, Any]]:
         for address, ws in workers.items():
             last, before = ws.last_seen, watch.seen.get(address)
             if before is not None and last > before:
-                watch.gaps.append(max(0.0, last - before - late_between(before, last, False)))
+                watch.gaps.append(max(0.0, last - before - unread(before, last)))
             watch.seen[address] = last
-            silence = max(0.0, now - last - late_between(last, now, True))
+            silence = max(0.0, now - last - unread(last, now))
             if silence < suspect:
                 watch.samples.pop(address, None)
                 continue
@@ -221,6 +230,20 @@ def make_remove(name: str) -> Callable[..., None]:
                 tick.cancel()
 
     return remove
+
+
+def make_identify() -> Callable[..., tuple[int, float]]:
+    """The scheduler's (pid, process start time): the driver looks at that process while the
+    scheduler is silent, when it runs on the same machine."""
+
+    def identify(dask_scheduler: Any = None) -> tuple[int, float]:
+        import os
+
+        import psutil
+
+        return os.getpid(), float(psutil.Process().create_time())
+
+    return identify
 
 
 def make_allowed_failures(value: int | None) -> Callable[..., int]:
