@@ -41,7 +41,12 @@ from dppca_dask.pipeline.cluster_config import (
     TLSConfig,
     split_host_port,
 )
-from dppca_dask.pipeline.watchdog import SILENT_SCHEDULERS, Watchdog, set_allowed_failures
+from dppca_dask.pipeline.watchdog import (
+    SILENT_SCHEDULERS,
+    Watchdog,
+    scheduler_process,
+    set_allowed_failures,
+)
 
 __all__ = ["ClusterError", "connect", "describe_cluster"]
 
@@ -285,6 +290,7 @@ def _client_compute(client: Any, progress: bool, config: AnyCluster, where: str,
     from distributed.comm.core import CommClosedError
 
     timeout, stall = watch_timeouts(config)
+    scheduler = scheduler_process(client)  # its process, looked at while it is silent
 
     def gone() -> ClusterError:
         lost()
@@ -297,7 +303,8 @@ def _client_compute(client: Any, progress: bool, config: AnyCluster, where: str,
             futures = client.compute(list(objs), retries=config.retries)
         except OSError:  # submitting the graph failed: no task ran, so it is the connection
             raise gone() from None
-        watchdog = Watchdog(client, futures, timeout=timeout, stall_timeout=stall, where=where)
+        watchdog = Watchdog(client, futures, timeout=timeout, stall_timeout=stall, where=where,
+                            scheduler=scheduler)
         try:
             if progress:
                 show_progress(futures)
