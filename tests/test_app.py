@@ -216,7 +216,7 @@ def test_app__pca_release_in_a_browser_then_refused_past_the_cap(app_server, bro
 
     browser.click("Check settings")
     page = browser.wait_for("Settings are valid")
-    assert "the release would spend eps = 1, delta = 6.67e-05 (4 data passes)" in page
+    assert "the release would spend eps = 1, delta = 6.67e-05 (5 data passes)" in page
     assert not ledger_path.exists() or not Ledger(ledger_path).reservations()  # spends nothing
 
     browser.click("Run release")
