@@ -18,6 +18,20 @@ from dppca_dask.kernels.kendall_fused import (
 from tests.helpers import brute_force, kendall_datasets
 
 
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    """Pin BLAS to one thread, as :func:`dppca_dask.graph.compute.compute` and Dask's nanny do
+    for every release: OpenBLAS picks its dgemm kernel by thread count, so the kernel's bits
+    (and its grouping heuristics, which use float32 GEMMs) are reproducible for one thread
+    count, not across them (measured: 256 x 20 @ 20 x 700 differs in the last bit between 1
+    and 2 threads). Without the pin these tests compare bits across whatever another test or
+    a leftover thread in the same worker process set."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 @pytest.mark.parametrize("panel_rows", [1, 7, 256])
 @pytest.mark.parametrize("name", list(kendall_datasets(0)))
 def test_tile_fused__any_panel_height_equals_all_kernels(name, panel_rows, global_seed):
@@ -438,3 +452,31 @@ def test_kendall_sum__grouped_pass_under_awkward_chunkings(kind):
         (got, m), = compute(graph)
         assert m == count
         np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
+
+
+@pytest.mark.slow
+def test_tile_fused__compiled_loops_stay_in_bounds(tmp_path):
+    # The loops are compiled without bounds checks (speed); a read past a row is garbage that
+    # changes results from run to run (seen: _shift_rows read one column past x). Run every
+    # held-out kind, whole tiles and pieces, with numba's bounds checks forced on.
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    script = textwrap.dedent("""
+        from tests.test_kendall_fused import KINDS, _kind
+        from dppca_dask.kernels.kendall_fused import tile_fused
+        for kind in KINDS:
+            x = _kind(kind, 700, 6)
+            for a, b, rows in ((x, None, None), (x, None, (90, 400)), (x[:300], x[300:], None),
+                               (x[:300], x[300:], (0, 170))):
+                for panel_rows in (256, 7):
+                    tile_fused(a, b, rows=rows, panel_rows=panel_rows)
+        print("in bounds")
+    """)
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], check=False, env=env, capture_output=True,
+                          text=True, timeout=600, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0 and "in bounds" in done.stdout, done.stderr[-3000:]

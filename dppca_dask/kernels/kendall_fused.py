@@ -287,8 +287,11 @@ def _group_rows(sa, na, sw1, swt, nw, lo, hi, floor, c, y, row, end, out_i, out_
 
 def _shift_rows(x, idx, lab, centres, half, out, largest):  # pragma: no cover - compiled
     """``out[j] = x[idx[j]] − centres[lab[j]]`` (``half``: x/2 − c/2, exact) and
-    ``largest[g]`` = the largest |value| of the rows labelled g (inf if one overflowed)."""
-    n, p = out.shape
+    ``largest[g]`` = the largest |value| of the rows labelled g (inf if one overflowed).
+    ``out`` may have more columns than ``x`` (the local window's column of ones): only the
+    first ``x.shape[1]`` are written."""
+    n = out.shape[0]
+    p = x.shape[1]
     for j in range(n):
         xi = x[idx[j]]
         ci = centres[lab[j]]
