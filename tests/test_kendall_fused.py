@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import tracemalloc
 
@@ -15,6 +16,20 @@ from dppca_dask.kernels.kendall_fused import (
     tile_fused,
 )
 from tests.helpers import brute_force, kendall_datasets
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    """Pin BLAS to one thread, as :func:`dppca_dask.graph.compute.compute` and Dask's nanny do
+    for every release: OpenBLAS picks its dgemm kernel by thread count, so the kernel's bits
+    (and its grouping heuristics, which use float32 GEMMs) are reproducible for one thread
+    count, not across them (measured: 256 x 20 @ 20 x 700 differs in the last bit between 1
+    and 2 threads). Without the pin these tests compare bits across whatever another test or
+    a leftover thread in the same worker process set."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 @pytest.mark.parametrize("panel_rows", [1, 7, 256])
@@ -258,3 +273,210 @@ def test_cluster_order__a_permutation_grouping_tight_clusters():
     assert ones[0].tolist() == list(range(7)) and ones[1].tolist() == [7]
     big = kendall_fused.cluster_order(_clusters(200, 3, 3, spread=1e300, sep=1e300, seed=1))
     assert sorted(big[0].tolist()) == list(range(200))
+
+
+# --- clustered data and point masses through whole tiles, pieces and the Dask pass -----------
+def _kind(name, n, p, seed=20270101):
+    """Kinds of data the benchmarks' held-out table does not share a seed with: a spiked
+    Gaussian in a random basis and its variants, 4-64 tight clusters, a Cauchy bulk with a
+    20 % point mass, and a point mass inside one of three clusters (groups within groups)."""
+    rng = np.random.default_rng([seed, p, n])
+    values = np.r_[10.0, 6.0, 4.0, np.ones(max(p - 3, 0))][:p]
+    basis = np.linalg.qr(rng.normal(size=(p, p)))[0]
+
+    def gauss(vals=values):
+        return (rng.normal(size=(n, p)) * np.sqrt(vals)) @ basis.T
+
+    if name.startswith("clusters") or name == "mass_in_cluster":
+        k = 3 if name == "mass_in_cluster" else int(name.split("_")[1])
+        centres = rng.normal(size=(k, p)) * 10.0 * np.sqrt(values.mean())
+        label = rng.integers(0, k, n)
+        x = centres[label] + gauss() / 10.0
+        if name == "mass_in_cluster":  # 30 % of the first cluster at one point off its centre
+            at = (label == 0) & (rng.random(n) < 0.3)
+            x[at] = x[label == 0].mean(axis=0) + 0.3 + 1e-7 * rng.normal(size=(int(at.sum()), p))
+        return x
+    if name == "cauchy_point_mass":
+        x = gauss() / np.abs(rng.normal(size=(n, 1)))  # multivariate t(1)
+        at = rng.random(n) < 0.2
+        x[at] = x[0] + 1e-6 * rng.normal(size=(int(at.sum()), p))
+        return x
+    return {
+        "gaussian": gauss,
+        "units_1e-6": lambda: gauss() * 1e-6,
+        "units_1e6": lambda: gauss() * 1e6,
+        "offset_1e6": lambda: gauss() + 1e6 * np.sqrt(values.mean()),
+        "t2": lambda: gauss() / np.sqrt(rng.chisquare(2.0, size=(n, 1)) / 2.0),
+        "near_singular": lambda: gauss(np.logspace(0, -8, p)),
+    }[name]()
+
+
+KINDS = ("gaussian", "units_1e-6", "units_1e6", "offset_1e6", "t2", "near_singular",
+         "clusters_4", "clusters_16", "clusters_64", "cauchy_point_mass", "mass_in_cluster")
+GROUPED = {"clusters_4", "clusters_16", "clusters_64", "cauchy_point_mass", "mass_in_cluster"}
+
+
+def _pieces_reference(x, rows):
+    """tile_reference of a diagonal tile's piece: rows lo:hi against the rows after each."""
+    lo, hi = rows
+    s, m = tile_reference(x[lo:hi])
+    if hi < len(x):
+        t, k = tile_reference(x[lo:hi], x[hi:])
+        s, m = s + t, m + k
+    return s, m
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_tile_fused__held_out_kinds_exact_on_tiles_and_pieces(kind):
+    # 1e-14 of the largest entry against the plain reference kernel, on the whole diagonal
+    # tile, on work-unit pieces of it (rows=), on an off-diagonal tile and its pieces, at two
+    # panel heights; clustered data and point masses stay on the Gram path (grouped). p = 16:
+    # at p = 8 the near-singular kind is nearly 1-dimensional, where the one-centre Gram path
+    # (old and new) rounds to 3-13e-15 (docs/performance.md §1b).
+    x = _kind(kind, 800, 16)
+    a, b = x[:300], x[300:]
+    cases = [(x, None, None), (x, None, (0, 200)), (x, None, (200, 530)),
+             (x, None, (530, 800)), (a, b, None), (a, b, (0, 170)), (a, b, (170, 300))]
+    for u, v, rows in cases:
+        if v is None:
+            expected, count = _pieces_reference(u, rows or (0, len(u)))
+        else:
+            lo, hi = rows or (0, len(u))
+            expected, count = tile_reference(u[lo:hi], v)
+        atol = 1e-14 * np.abs(expected).max()
+        for panel_rows in (256, 7):
+            stats = TileStats()
+            got, m = tile_fused(u, v, rows=rows, panel_rows=panel_rows, stats=stats)
+            assert m == count == stats.pairs
+            np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
+            if kind in GROUPED and count >= kendall_fused.GROUP_MIN_PAIRS:
+                assert stats.switched == 1 and stats.groups >= 1, (kind, rows, stats)
+                # (a group expected to hold fewer near pairs than GROUP_MIN_NEAR keeps them)
+                assert stats.near < max(0.01 * count, 2 * kendall_fused.GROUP_MIN_NEAR), \
+                    (kind, rows, stats)
+            elif kind not in GROUPED:
+                assert stats.switched == 0 and stats.near == 0, (kind, rows, stats)
+
+
+def test_tile_fused__pieces_add_up_to_the_tile_bit_for_bit_per_piece():
+    x = _kind("clusters_16", 700, 5)
+    whole, m = tile_fused(x)
+    cuts = [0, 90, 91, 400, 700]
+    parts = [tile_fused(x, rows=(lo, hi)) for lo, hi in itertools.pairwise(cuts)]
+    assert sum(k for _, k in parts) == m
+    np.testing.assert_allclose(sum(s for s, _ in parts), whole, rtol=0,
+                               atol=1e-14 * np.abs(whole).max())
+    again = tile_fused(x.copy(), rows=(91, 400))[0]
+    assert np.array_equal(parts[2][0], again)
+
+
+def test_tile_fused__results_do_not_depend_on_the_tile_context_cache():
+    x = _kind("cauchy_point_mass", 600, 6)
+    warm = tile_fused(x, rows=(100, 400))[0]
+    kendall_fused._SCRATCH.__dict__.pop("contexts", None)
+    cold = tile_fused(x, rows=(100, 400))[0]
+    assert np.array_equal(warm, cold)
+    for k in range(2 * kendall_fused.CONTEXTS):  # evictions
+        tile_fused(x[: 300 + k])
+    assert np.array_equal(tile_fused(x, rows=(100, 400))[0], cold)
+
+
+def test_tile_fused__groups_within_groups():
+    # A point mass inside a cluster: the cluster's group is analysed again on its pivot, so
+    # the point mass gets a pivot of its own (else its pairs are near on the cluster's).
+    x = _kind("mass_in_cluster", 900, 6)
+    centre, groups = kendall_fused._tile_context(x, None, True)
+    assert groups is not None and any(inner is not None for inner in groups.inner)
+    flat = TileStats()
+    original = kendall_fused.MAX_DEPTH
+    try:
+        kendall_fused.MAX_DEPTH = 1
+        kendall_fused._SCRATCH.__dict__.pop("contexts", None)
+        one_level = tile_fused(x, stats=flat)[0]
+    finally:
+        kendall_fused.MAX_DEPTH = original
+        kendall_fused._SCRATCH.__dict__.pop("contexts", None)
+    nested = TileStats()
+    got, _ = tile_fused(x, stats=nested)
+    assert nested.near < 0.1 * flat.near, (nested, flat)
+    expected = tile_reference(x)[0]
+    for s in (got, one_level):
+        np.testing.assert_allclose(s, expected, rtol=0, atol=1e-14 * np.abs(expected).max())
+
+
+def test_tile_fused__restart_when_the_analysis_misses_the_clusters(monkeypatch):
+    # The analysis' sample decides before the pass; if it saw no structure, the pass's own
+    # near count still restarts the tile with per-panel centres (the fallback).
+    monkeypatch.setattr(kendall_fused, "_analyse", lambda *args, **kwargs: None)
+    kendall_fused._SCRATCH.__dict__.pop("contexts", None)
+    x = _clusters(700, 5, 4, seed=3)
+    try:
+        for rows in (None, (100, 500)):
+            stats = TileStats()
+            got, _ = tile_fused(x, rows=rows, stats=stats)
+            assert stats.switched == 1 and stats.groups == 0
+            expected = _pieces_reference(x, rows or (0, 700))[0]
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-14 * np.abs(expected).max())
+    finally:
+        kendall_fused._SCRATCH.__dict__.pop("contexts", None)
+
+
+@pytest.mark.parametrize("k", [4, 64])
+def test_tile_fused__duplicates_inside_local_groups_are_refused(k):
+    # k = 4: the groups' blocks go to BLAS; k = 64: to the compiled loop.
+    from dppca_dask.errors import DuplicateObservationError
+
+    x = _kind(f"clusters_{k}", 800, 5)
+    x[650] = x[150]
+    for rows in (None, (100, 300)):
+        stats = TileStats()
+        with pytest.raises(DuplicateObservationError):
+            tile_fused(x, rows=rows, stats=stats)
+        assert stats.switched == 1
+
+
+@pytest.mark.parametrize("kind", ["clusters_16", "cauchy_point_mass", "gaussian"])
+def test_kendall_sum__grouped_pass_under_awkward_chunkings(kind):
+    import dask.array as da
+
+    from dppca_dask.graph.compute import compute
+    from dppca_dask.graph.kendall_units import kendall_sum
+
+    x = _kind(kind, 1500, 5)
+    expected, count = tile_reference(x)
+    atol = 1e-14 * np.abs(expected).max()
+    for chunks, kwargs in (((337, 5), {"keep_chunks": True, "unit_pairs": 40_000}),
+                           ((1500, 5), {"unit_pairs": 70_000}),
+                           ((100, 5), {"block_rows": 611, "unit_pairs": 100_000})):
+        graph, _ = kendall_sum(da.from_array(x, chunks=chunks), **kwargs)
+        (got, m), = compute(graph)
+        assert m == count
+        np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
+
+
+@pytest.mark.slow
+def test_tile_fused__compiled_loops_stay_in_bounds(tmp_path):
+    # The loops are compiled without bounds checks (speed); a read past a row is garbage that
+    # changes results from run to run (seen: _shift_rows read one column past x). Run every
+    # held-out kind, whole tiles and pieces, with numba's bounds checks forced on.
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    script = textwrap.dedent("""
+        from tests.test_kendall_fused import KINDS, _kind
+        from dppca_dask.kernels.kendall_fused import tile_fused
+        for kind in KINDS:
+            x = _kind(kind, 700, 6)
+            for a, b, rows in ((x, None, None), (x, None, (90, 400)), (x[:300], x[300:], None),
+                               (x[:300], x[300:], (0, 170))):
+                for panel_rows in (256, 7):
+                    tile_fused(a, b, rows=rows, panel_rows=panel_rows)
+        print("in bounds")
+    """)
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], check=False, env=env, capture_output=True,
+                          text=True, timeout=600, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0 and "in bounds" in done.stdout, done.stderr[-3000:]

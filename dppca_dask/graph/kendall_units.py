@@ -56,7 +56,11 @@ KERNELS: dict[str, Callable[..., tuple[np.ndarray, int]]] = {
 
 
 def _piece_sum(kernel: Callable, a: np.ndarray, b: np.ndarray, piece: Piece) -> tuple:
+    """A piece's pairs: the fused kernel takes the whole blocks and the piece's rows in one
+    call; the others are called on the rows (and, on a diagonal tile, the later rows)."""
     i, j, lo, hi = piece
+    if kernel is tile_fused:
+        return kernel(a, None if i == j else b, rows=(lo, hi))
     if i != j:
         return kernel(a[lo:hi], b)
     total, count = kernel(a[lo:hi])

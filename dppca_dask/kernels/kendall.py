@@ -119,7 +119,8 @@ class TileStats:
 
     ``pairs``: pairs of the tiles seen; ``near``: pairs recomputed exactly (near, duplicate or
     non-finite d̃); ``chunks``: exact-path batches; ``largest_chunk``: the most pairs in one;
-    ``switched``: tiles the fused kernel restarted with per-panel centres.
+    ``switched``: tiles (or pieces) the fused kernel ran on local centres (grouped, or
+    restarted with per-panel centres); ``groups``: the local centres of its grouped passes.
     """
 
     pairs: int = 0
@@ -127,6 +128,7 @@ class TileStats:
     chunks: int = 0
     largest_chunk: int = 0
     switched: int = 0
+    groups: int = 0
 
     @property
     def near_fraction(self) -> float:
@@ -213,13 +215,16 @@ def shift_and_scale(
     out_a: np.ndarray | None = None,
     out_b: np.ndarray | None = None,
     shift: np.ndarray | None = None,
+    extra: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Shift the tile to its centre and scale by a power of two to max |x̃| < 1.
 
     ``b is None``: a diagonal tile (the second result is the first). Writes into ``out_a`` /
     ``out_b`` when given (the fused kernel's scratch buffers). ``shift``: use this centre
     instead of :func:`tile_centre` (the fused kernel's per-panel centres; any finite vector is
-    overflow-safe here). Returns the scaled blocks and the near-pair floor F (module
+    overflow-safe here). ``extra``: float64 rows shifted and scaled in place the same way (they
+    do not set the scale, so they may exceed 1 or overflow: the fused kernel's pivots, for its
+    labels only). Returns the scaled blocks and the near-pair floor F (module
     docstring): the duplicate threshold in scaled units times 4, at least ``NEAR_FLOOR``;
     ``inf`` when every row equals the centre (all pairs duplicates).
     """
@@ -238,9 +243,17 @@ def shift_and_scale(
         largest = max(max(float(s.max()), -float(s.min())) for s in shifted)
     sa = shifted[0]
     sb = sa if b is None else shifted[1]
+    exponent = int(np.frexp(largest)[1]) if largest > 0.0 else 0
+    if extra is not None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if halved:
+                np.multiply(extra, 0.5, out=extra)
+                extra -= shift * 0.5
+            else:
+                extra -= shift
+            np.ldexp(extra, -exponent, out=extra)
     if largest == 0.0:
         return sa, sb, np.inf
-    exponent = int(np.frexp(largest)[1])
     for s in shifted:
         np.ldexp(s, -exponent, out=s)
     with np.errstate(over="ignore"):
