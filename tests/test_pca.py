@@ -238,5 +238,5 @@ def test_dp_pca__print_and_summary(fit):
                  "  loading: eps = 2 ; delta = 3.333333e-05 (spent once on the shared directions)",
                  "Ledger total (basic composition): eps = 6 ; delta = 1e-04 ",
                  "Data passes: 4 reads of the input",
-                 "The parts are available in $loading, $scree and $score."):
+                 "The parts are available as .loading, .scree and .score."):
         assert line in summary.splitlines()

@@ -119,6 +119,7 @@ def test_seed_example__print_and_summary_text():
         label, *numbers = line.split()
         assert label == f"X{i + 1}"
         np.testing.assert_allclose([float(v) for v in numbers], expected[i], atol=5e-4)
+    # the seed's lines, except that R's "$directions" reads ".directions" (Python attribute access)
     assert lines[:5] + lines[9:] == [
         "DP PC Directions Summary",
         "Data: 50 observations x 3 variables",
@@ -128,5 +129,5 @@ def test_seed_example__print_and_summary_text():
         "",
         "Total privacy budget: eps = 0.5 ; delta = 0.001 ",
         "Non-private reference: not stored ",
-        "The full direction matrix is available in $directions.",
+        "The full direction matrix is available as .directions.",
     ]

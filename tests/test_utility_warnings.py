@@ -104,7 +104,7 @@ def test_released_noise_lines__match_the_ledger_and_the_released_cut_offs():
     assert lines[2].startswith(f"  pmwm: PC1 {float(f'{sd:.3g}'):g}")
     # the summary keeps the seed's lines and appends these after them
     text = repr(fit.summary()).splitlines()
-    end = text.index("The full values are available in $scree and $pve.")
+    end = text.index("The full values are available as .scree and .pve.")
     assert text[end + 1:end + 1 + len(lines)] == lines
 
 

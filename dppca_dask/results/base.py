@@ -12,13 +12,14 @@ reads either back into the same result type.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
@@ -164,8 +165,10 @@ class Result:
     def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the Dataset as a Zarr store (atomically; refuses to overwrite by default)."""
         def write(tmp: str) -> None:
-            plain_strings(self.dataset).to_zarr(tmp, mode="w", consolidated=False)
-            consolidate_zarr(tmp)
+            with fixed_width_writer():
+                fixed_width_labels(plain_strings(self.dataset)).to_zarr(
+                    tmp, mode="w", consolidated=False)
+                consolidate_zarr(tmp)
 
         return write_atomically(path, write, overwrite=overwrite)
 
@@ -250,6 +253,42 @@ def plain_strings(ds: xr.Dataset) -> xr.Dataset:
     return xr.Dataset({k: ds.variables[k] for k in sorted(map(str, ds.data_vars))},
                       coords={k: ds.variables[k] for k in sorted(map(str, ds.coords))},
                       attrs=ds.attrs)
+
+
+def fixed_width_labels(ds: xr.Dataset) -> xr.Dataset:
+    """The labels (coordinates and variables of strings) as fixed-width ``<U`` arrays, as the
+    Zarr writers store them.
+
+    A variable-length string array comes back from a Zarr v3 store as NumPy's ``StringDType``,
+    which xarray's plotting refuses ("Plotting requires coordinates to be numeric ..."); a
+    fixed-width one comes back as ``<U`` and ``xr.open_zarr(store).v.plot()`` works on every
+    variable. Readers of the package (:func:`load_result`) turn either back into ``str``
+    objects (:func:`plain_strings`), so a loaded result is the same either way.
+    """
+    fixed = {}
+    for name, var in ds.variables.items():
+        if var.dtype.kind in "OTU":
+            values = [str(v) for v in np.asarray(var.values).ravel()]
+            width = max([1, *map(len, values)])
+            fixed[name] = var.copy(data=np.array(values, dtype=f"<U{width}").reshape(var.shape))
+    return ds.assign_coords({k: v for k, v in fixed.items() if k in ds.coords}).assign(
+        {k: v for k, v in fixed.items() if k not in ds.coords})
+
+
+@contextlib.contextmanager
+def fixed_width_writer() -> Iterator[None]:
+    """Write fixed-width labels without zarr-python's ``UnstableSpecificationWarning``.
+
+    zarr-python stores ``<U`` arrays with its ``fixed_length_utf32`` data type, which has no
+    Zarr v3 specification yet: zarr-python (>= 3.1) reads it, other Zarr implementations may
+    not read those label arrays (the numbers are plain float64/int64; the NetCDF output is the
+    portable form; the README says so). The warning would say the same on every write.
+    """
+    from zarr.errors import UnstableSpecificationWarning
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UnstableSpecificationWarning)
+        yield
 
 
 def budget_line(budget: dict[str, float]) -> str:
@@ -350,10 +389,10 @@ class LoadingSummary:
         lines += [
             budget_line(meta["privacy"]["allocations"]["loading"]),
             f"Non-private reference: {stored} ",
-            "The full direction matrix is available in $directions.",
+            "The full direction matrix is available as .directions.",
         ]
         if self.nonprivate is not None:
-            lines.append("The non-private reference matrix is available in $nonprivate.")
+            lines.append("The non-private reference matrix is available as .nonprivate.")
         return "\n".join(lines)
 
 

@@ -152,7 +152,7 @@ class CovarianceSummary:
             f"Privacy spent (rho, zCDP): {spent} ; total {_r(meta['ledger_total']['rho'])}",
             _budget(meta),
             _bounds(self.bounds, meta),
-            "The full matrix is available in $covariance; measured entries in $measured.",
+            "The full matrix is available as .covariance; measured entries as .measured.",
         ]
         return "\n".join(lines)
 

@@ -31,6 +31,8 @@ from dppca_dask.results.base import (
     Result,
     budget_line,
     consolidate_zarr,
+    fixed_width_labels,
+    fixed_width_writer,
     freeze_dataset,
     matrix_block,
     plain_strings,
@@ -106,8 +108,11 @@ class PCAResult(Result):
     def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
         """Write the root and the three parts as one Zarr group (atomically; no overwrite)."""
         def write(tmp: str) -> None:
-            self._canonical_tree().to_zarr(tmp, mode="w", consolidated=False)
-            consolidate_zarr(tmp)
+            tree = xr.DataTree.from_dict({node.path: fixed_width_labels(
+                node.to_dataset(inherit=False)) for node in self._canonical_tree().subtree})
+            with fixed_width_writer():
+                tree.to_zarr(tmp, mode="w", consolidated=False)
+                consolidate_zarr(tmp)
 
         return write_atomically(path, write, overwrite=overwrite)
 
@@ -215,7 +220,7 @@ class PCASummary:
         lines += ["", *self._budget_lines()]
         lines += [f"Data passes: {meta['passes']} reads of the input",
                   f"Non-private reference: {res._stored()} ",
-                  "The parts are available in $loading, $scree and $score."]
+                  "The parts are available as .loading, .scree and .score."]
         lines += released_noise_lines(scree.metadata, np.atleast_2d(
             scree.dataset["scree_raw"].values).tolist())  # after the seed's lines
         return "\n".join(lines)

@@ -356,5 +356,5 @@ class ScoreSummary:
         lines += _budget_lines(meta, res.methods)
         stored = "stored" if res.nonprivate_probability is not None else "not stored"
         lines += [f"Non-private reference: {stored} ",
-                  "The full histograms are available in $probability."]
+                  "The full histograms are available as .probability."]
         return "\n".join(lines)

@@ -186,7 +186,7 @@ class ScreeSummary:
             lines += _table("Non-private reference (NOT private)", ref, ["scree", "pve"], comps,
                             self.digits)
         lines += ["", *result._budget_lines(), *result._tail(),
-                  "The full values are available in $scree and $pve."]
+                  "The full values are available as .scree and .pve."]
         lines += released_noise_lines(self.metadata, np.atleast_2d(
             self.dataset["scree_raw"].values).tolist())  # after the seed's lines
         return "\n".join(lines)
