@@ -260,3 +260,35 @@ def test_written_config__holds_only_its_task_section_and_replays():
 
     written = yaml.safe_load(dump_config(cfg))
     assert "score" not in written and written["rng"] is None and written["task"] == "pca"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["run", "--help"],
+                                  ["budget", "show", "--help"], ["plan"], ["no-such-command"]])
+def test_cli__help_version_and_usage_errors_import_no_scientific_stack(argv):
+    # Shell completion and --help run the program on every TAB: they must not pay for dask,
+    # xarray, scipy or numpy (2 s before the package's names became lazy; 0.15 s after).
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom dppca_dask.cli import main\n"
+              f"sys.argv = ['dppca-dask', *{argv!r}]\n"
+              "try:\n    main()\nexcept SystemExit:\n    pass\n"
+              "print(sorted(m for m in ('dask', 'distributed', 'xarray', 'scipy', 'numpy', "
+              "'zarr', 'matplotlib') if m in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr[-2000:]
+
+
+def test_package__public_names_load_on_first_use():
+    import subprocess
+    import sys
+
+    script = ("import sys, dppca_dask\nassert 'dask' not in sys.modules\n"
+              "from dppca_dask import dp_pca, load_result\n"
+              "import dppca_dask.results.plotters as p\n"
+              "print(dp_pca.__module__, 'pca' in p.registered_kinds(), "
+              "set(dppca_dask.__all__) <= set(dir(dppca_dask)))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.stdout.split() == ["dppca_dask.pca.pca", "True", "True"], done.stderr[-2000:]

@@ -13,6 +13,7 @@ reads either back into the same result type.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -202,6 +203,11 @@ def freeze_dataset(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
+_RESULT_MODULES = ("dppca_dask.results.scree", "dppca_dask.results.score",
+                   "dppca_dask.results.pca", "dppca_dask.results.covariance")
+"""The modules of the result types other than loading (this module's own)."""
+
+
 def load_result(path: str | os.PathLike[str]) -> Result:
     """Read a result written by ``to_zarr`` or ``to_netcdf`` back into its result type."""
     target = Path(path)
@@ -215,6 +221,8 @@ def load_result(path: str | os.PathLike[str]) -> Result:
     except Exception as exc:
         raise InputError(f"{str(target)!r} is not a readable dppca_dask result: {exc}") from exc
     kind = ds.attrs.get("dppca_kind")
+    for module in _RESULT_MODULES:  # each result type registers itself when its module loads
+        importlib.import_module(module)
     if kind not in _RESULT_TYPES or "dppca_metadata" not in ds.attrs:
         raise InputError(f"{str(target)!r} is not a dppca_dask result (no 'dppca_kind' attribute).")
     opener = getattr(_RESULT_TYPES[kind], "_open", None)

@@ -10,6 +10,7 @@ loaded -- before any result exists. The same inversion as the report's ``registe
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,8 @@ def plotter(kind: str) -> PlotFunction:
     >>> plotter("scree").__name__
     'plot_scree'
     """
+    if kind not in _PLOTTERS:  # the plots register themselves when their package is imported
+        importlib.import_module("dppca_dask.plots")
     try:
         return _PLOTTERS[kind]
     except KeyError:
