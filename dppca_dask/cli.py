@@ -413,8 +413,9 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
     cfg = RunConfig.from_dict(settings)
     config_path = base / "demo.yaml"
     config_path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    bar, on_pass = _progress(quiet)  # as `run`: a bar on a terminal, one line per pass in logs
     with _stops_cleanly():
-        outcome = execute(cfg, progress=not quiet)
+        outcome = execute(cfg, progress=bar, on_warning=_warn_line, on_pass=on_pass)
     if not quiet:
         click.echo(repr(outcome.result.summary()))
         click.echo(f"\nConfig: {config_path} (rerun with: dppca-dask run {config_path} "

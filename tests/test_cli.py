@@ -238,6 +238,8 @@ def test_cli_demo__runs_on_the_embedded_cluster(tmp_path):
     for name in ("pca.png", "loading.png", "scree_pve.png", "samples.parquet", "report.html"):
         assert (runs[0] / name).exists()
     assert "report.html" in result.output
+    # not a terminal: one line per data pass, as `run` logs, and no progress-bar frames
+    assert "\r" not in result.output and "Pass 1: " in result.output
 
 
 @pytest.mark.usefixtures("undrawn")
