@@ -15,10 +15,14 @@ nanny killed), ``churn`` (a worker process SIGKILLed every 3 s, its nanny restar
 ``tiny-memory`` (a LocalCluster with ``memory_limit: 100MiB``), ``store-gone`` (the input store
 deleted mid-run), ``store-truncated`` (its chunk files truncated mid-run), both again during
 pass 1 of a ``pca`` run, whose scree and score passes read the store again, ``sigterm`` and
-``sigkill`` (of the driver). Every process started here is stopped by PID.
+``sigkill`` (of the driver), and two on a **loaded machine** (``HOG_FACTOR`` × the cores of
+busy-looping processes for the whole run): no fault (judged: an identical release and 0
+watchdog restarts or removals) and one worker hung (SIGSTOP; judged: an identical release
+within ``cluster.timeout`` + 30 s of the fault). Every process started here is stopped by PID.
 
     python benchmarks/faults.py                 # all faults, the table of docs/reliability.md
     python benchmarks/faults.py churn --repeat 10
+    python benchmarks/faults.py loaded          # the two loaded-machine rows only
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ DASK = [sys.executable, "-m", "dask"]
 N_ROWS, P, BLOCK_ROWS, ROW_CHUNK = 24_000, 5, 400, 2000
 CHURN_ROWS = 36_000  # a pass of about 10 s on 3 single-thread workers: several kills per run
 TIMEOUT = 10  # cluster.timeout of the runs, seconds
+HOG_FACTOR = 5  # busy-looping processes per core for the loaded-machine rows
 WAIT = 60.0
 
 
@@ -68,6 +73,76 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
+
+
+@contextlib.contextmanager
+def hogs(factor: int = HOG_FACTOR) -> Iterator[int]:
+    """``factor`` × the cores of busy-looping processes for the duration; stopped by PID."""
+    count = factor * (os.cpu_count() or 1)
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+             for _ in range(count)]
+    try:
+        time.sleep(2.0)  # the load is there before the run starts
+        yield count
+    finally:
+        for proc in procs:
+            kill_group(proc, signal.SIGKILL)
+
+
+def watchdog_times(loop: Loopback) -> list[float]:
+    """When the run's watchdog restarted or removed a worker (scheduler events of topic
+    ``dppca-watchdog``; Unix times, the scheduler's clock = this machine's)."""
+    with contextlib.suppress(Exception):
+        return sorted(float(t) for t, _ in loop.monitor.get_events("dppca-watchdog"))
+    return []
+
+
+def watchdog_actions(loop: Loopback) -> int:
+    """How many restarts and removals the run's watchdog made."""
+    return len(watchdog_times(loop))
+
+
+def loaded_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcome]:
+    """The loaded-machine rows: a fault-free run and one hung worker, under CPU hogs."""
+    with hogs() as count, Loopback(base / "dask-loaded", n_workers=2) as loop:
+        outcome = run_with(base, data, "loaded", address(loop), None, None,
+                           f"loaded machine ({count} CPU hogs, {HOG_FACTOR}x the cores), "
+                           "no fault", reference, limit=600)
+        actions = watchdog_actions(loop)
+        outcome.detail = f"{actions} watchdog restarts/removals; {outcome.detail}".rstrip("; ")
+        if actions != 0 and outcome.outcome == "identical release":
+            outcome.outcome = "RESTARTED healthy work"
+        yield outcome
+    with hogs() as count, Loopback(base / "dask-loaded-hung", n_workers=2) as loop:
+        stopped: list[int] = []
+        at: list[float] = []
+
+        def stop(proc: subprocess.Popen, loop: Loopback = loop) -> None:
+            pid = loop.worker_pids()[0]
+            at.append(time.time())
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+
+        try:
+            outcome = run_with(base, data, "loaded-hung", address(loop), stop, loop,
+                               f"one worker hung on a loaded machine ({count} CPU hogs; "
+                               f"SIGSTOP; cluster.timeout {TIMEOUT} s)", reference, limit=600)
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGCONT)
+        bound = TIMEOUT + 30
+        acted = watchdog_times(loop)
+        if acted and at:
+            late = acted[0] - at[0]
+            when = (f"restarted {late:.1f} s after the fault "
+                    f"({'within' if late <= bound else 'PAST'} cluster.timeout + 30 s)")
+        else:
+            when = "no restart"
+        outcome.detail = f"{len(acted)} watchdog restarts/removals, {when}; {outcome.detail}"
+        outcome.detail = outcome.detail.rstrip("; ")
+        yield outcome
 
 
 def wait_until(predicate: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
@@ -384,11 +459,12 @@ def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcom
             yield run_with(base, data, name.lower(), address(loop),
                            lambda proc, sig=sig: os.kill(proc.pid, sig), loop,
                            f"driver {name}", reference)
+    yield from loaded_faults(base, data, reference)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("fault", nargs="?", choices=["all", "churn"], default="all")
+    parser.add_argument("fault", nargs="?", choices=["all", "churn", "loaded"], default="all")
     parser.add_argument("--repeat", type=int, default=10, help="churn runs (churn only)")
     parser.add_argument("--every", type=float, default=3.0, help="seconds between churn kills")
     parser.add_argument("--allowed-failures", type=int, default=None)
@@ -412,7 +488,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"(allowed_failures {args.allowed_failures or 'default'})")
         else:
             found = []
-            for outcome in all_faults(base, data, reference):
+            faults = loaded_faults if args.fault == "loaded" else all_faults
+            for outcome in faults(base, data, reference):
                 found.append(outcome)
                 print(outcome.row(), flush=True)
         if args.fault == "churn":
