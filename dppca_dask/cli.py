@@ -47,7 +47,10 @@ def _handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except DPPCAError as exc:
             if show_trace:
                 raise
-            click.echo(f"Error: {cli_message(exc, ctx.meta.get('dppca.task'))}", err=True)
+            message = cli_message(exc, ctx.meta.get('dppca.task'))
+            click.echo(f"Error: {message}", err=True)
+            if kwargs.get("as_json"):
+                _json_error(type(exc).__name__, message, EXIT_USER_ERROR, exc)
             sys.exit(EXIT_USER_ERROR)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
@@ -55,11 +58,51 @@ def _handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:
             if show_trace:
                 raise
-            click.echo(f"Error: internal error {type(exc).__name__}: {exc} (a bug; rerun "
-                       "with --traceback and report it)", err=True)
+            message = (f"internal error {type(exc).__name__}: {exc} (a bug; rerun with "
+                       "--traceback and report it)")
+            click.echo(f"Error: {message}", err=True)
+            if kwargs.get("as_json"):
+                _json_error("InternalError", message, EXIT_INTERNAL_ERROR, None)
             sys.exit(EXIT_INTERNAL_ERROR)
 
     return wrapper
+
+
+def _json_error(kind: str, message: str, code: int, exc: DPPCAError | None) -> None:
+    """Under ``--json``, an error is JSON on stdout too (the ``Error:`` line stays on stderr):
+    ``{"error": {"type", "message", "exit_code", "parameter", "rule", "value", "hint"}}``,
+    the fields the package error carries (null where it has none)."""
+    fields = {name: None if exc is None else _json_ready(_plain(getattr(exc, name, None)))
+              for name in ("parameter", "rule", "value", "hint")}
+    click.echo(json.dumps({"error": {"type": kind, "message": message, "exit_code": code,
+                                     **fields}}, indent=2))
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able form of an error field (numbers and strings as they are, others as text)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _outcome_json(outcome: Any) -> str:
+    """``run --json``/``demo --json``: what was written and spent, and the summary text.
+
+    Keys: ``directory``, ``files`` (names), ``kind``, ``spent`` (the release's ledger total),
+    ``passes`` (index, outputs, tasks, seconds), ``timings`` (seconds) and ``summary``. The
+    seconds depend on the data: like the terminal's "Times" line they are for the operator, and
+    no output file holds them."""
+    meta = outcome.result.metadata
+    return json.dumps(_json_ready({
+        "directory": str(outcome.directory),
+        "files": [Path(f).name for f in outcome.files],
+        "kind": outcome.result.kind,
+        "spent": meta.get("ledger_total"),
+        "passes": [{"index": r.index, "outputs": list(r.outputs), "tasks": r.tasks,
+                    "seconds": r.seconds} for r in outcome.passes],
+        "timings": dict(outcome.timings),
+        "summary": repr(outcome.result.summary()),
+    }), indent=2)
 
 
 def _quiet_stdout() -> None:
@@ -140,9 +183,12 @@ def _progress(quiet: bool) -> tuple[bool, Callable[[Any], None] | None]:
               "'Wrote ...' line (and warnings/errors on stderr).")
 @click.option("--strict", is_flag=True, help="Refuse settings outside their guarantee "
               "(classical calibration at eps >= 1, delta >= 1/n) instead of warning.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON when done: directory, files, "
+              "kind, spent, passes, timings, summary (errors as JSON too); no progress bar.")
 @_SET_OPTION
 @_handle_errors
-def run(config: str, overwrite: bool, quiet: bool, strict: bool, settings: tuple[str, ...]) -> None:
+def run(config: str, overwrite: bool, quiet: bool, strict: bool, settings: tuple[str, ...],
+        as_json: bool) -> None:
     """Run the release described by CONFIG and write its outputs.
 
     A progress bar is shown on a terminal; in logs (stderr not a terminal) one line per data
@@ -151,10 +197,13 @@ def run(config: str, overwrite: bool, quiet: bool, strict: bool, settings: tuple
     from dppca_dask.pipeline.runner import execute
 
     cfg = _load(config, settings, strict)
-    bar, on_pass = _progress(quiet)
+    bar, on_pass = _progress(quiet or as_json)
     with _stops_cleanly():
         outcome = execute(cfg, progress=bar, overwrite=overwrite or None,
                           on_warning=_warn_line, on_pass=on_pass)
+    if as_json:
+        click.echo(_outcome_json(outcome))
+        return
     if not quiet:
         click.echo(repr(outcome.result.summary()))
         click.echo("")
@@ -244,10 +293,12 @@ def plan(config: str, as_json: bool, strict: bool, settings: tuple[str, ...]) ->
                    "them; covariance does not mind). Not private: row numbers only.")
 @click.option("--drop-duplicates", is_flag=True,
               help="Leave out rows whose values repeat an earlier row (the first stays).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: target, dropped, duplicates "
+              "found (count; examples: row, the earlier row it repeats); errors as JSON too.")
 @_handle_errors
 def convert(source: str, target: str, fmt: str | None, chunk_rows: int | None,
             columns: str | None, group_column: str | None, overwrite: bool,
-            check_duplicates: bool, drop_duplicates: bool) -> None:
+            check_duplicates: bool, drop_duplicates: bool, as_json: bool) -> None:
     """Convert a CSV, Parquet or .npy file SOURCE into a Zarr store TARGET.
 
     Duplicate rows (equal values in every feature column) are compared exactly; with
@@ -264,6 +315,12 @@ def convert(source: str, target: str, fmt: str | None, chunk_rows: int | None,
     out = do_convert(source, target, fmt=fmt, chunk_rows=chunk_rows, columns=cols,
                      group_column=group_column, overwrite=overwrite, duplicates=mode,
                      on_duplicates=found.append)
+    if as_json:
+        click.echo(json.dumps({"target": str(out), "dropped": drop_duplicates, "duplicates": [
+            {"count": item.count, "examples": [{"row": int(r), "repeats": int(e)}
+                                               for r, e in item.examples]} for item in found]},
+            indent=2))
+        return
     for item in found:
         if item.count == 0:
             click.echo("No duplicate rows.", err=True)
@@ -374,8 +431,9 @@ def _check_demo_directory(base: Path) -> None:
 @click.option("--eps", default=1.0, show_default=True, type=float, help="Total epsilon.")
 @click.option("--delta", default=1e-5, show_default=True, type=float, help="Total delta.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON when done (as run --json).")
 @_handle_errors
-def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
+def demo(directory: str, eps: float, delta: float, quiet: bool, as_json: bool) -> None:
     """Write a synthetic Zarr dataset (SPEC 'gau': 5000 x 20, five groups) and run dp_pca on it.
 
     One budget for the shared directions, the scree values and the grouped score histograms;
@@ -396,7 +454,7 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
         base.mkdir(parents=True, exist_ok=True)
         with _stops_cleanly():
             write_demo_dataset(data)
-        if not quiet:
+        if not quiet and not as_json:
             click.echo(f"Wrote the demo dataset {data}")
     settings = {
         "input": {"path": str(data), "array": "X", "group": "group"},
@@ -413,9 +471,12 @@ def demo(directory: str, eps: float, delta: float, quiet: bool) -> None:
     cfg = RunConfig.from_dict(settings)
     config_path = base / "demo.yaml"
     config_path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    bar, on_pass = _progress(quiet)  # as `run`: a bar on a terminal, one line per pass in logs
+    bar, on_pass = _progress(quiet or as_json)  # as `run`: a bar on a terminal, else lines
     with _stops_cleanly():
         outcome = execute(cfg, progress=bar, on_warning=_warn_line, on_pass=on_pass)
+    if as_json:
+        click.echo(_outcome_json(outcome))
+        return
     if not quiet:
         click.echo(repr(outcome.result.summary()))
         click.echo(f"\nConfig: {config_path} (rerun with: dppca-dask run {config_path} "
@@ -469,12 +530,14 @@ def budget_show(dataset: str, array: str | None, ledger_path: str | None, as_jso
 
 @budget.command("list")
 @_LEDGER_OPTION
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: one object per dataset, as budget show --json.")
 @_handle_errors
-def budget_list(ledger_path: str | None) -> None:
+def budget_list(ledger_path: str | None, as_json: bool) -> None:
     """Every dataset of the ledger: id, last location, cap and cumulative spend."""
     from dppca_dask.pipeline.budget_commands import list_datasets
 
-    click.echo(list_datasets(ledger_path))
+    click.echo(list_datasets(ledger_path, as_json))
 
 
 @budget.command("cap")

@@ -292,3 +292,46 @@ def test_package__public_names_load_on_first_use():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.stdout.split() == ["dppca_dask.pca.pca", "True", "True"], done.stderr[-2000:]
+
+
+# -- --json on every command that produces a result ------------------------------------------
+
+
+def test_cli_run__json_result_and_plan_json_error(tmp_path, data):
+    cfg = _config(tmp_path, data)
+    result = CliRunner().invoke(main, ["run", str(cfg), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert set(out) == {"directory", "files", "kind", "spent", "passes", "timings", "summary"}
+    assert out["kind"] == "loading" and "loading.zarr" in out["files"]
+    assert out["spent"]["eps"] == pytest.approx(1.0)
+    assert out["passes"] and out["summary"].startswith("DP PC Directions")
+    assert "\r" not in result.output
+    # an error under --json: the Error line on stderr and the error as JSON on stdout
+    result = CliRunner().invoke(main, ["plan", str(cfg), "--json", "--set", "privacy.eps=-1"])
+    assert result.exit_code == 1
+    err = json.loads(result.stdout)["error"]
+    assert err["exit_code"] == 1 and err["type"].endswith("Error") and "eps" in err["message"]
+    assert set(err) == {"type", "message", "exit_code", "parameter", "rule", "value", "hint"}
+    assert result.stderr.startswith("Error: ")
+
+
+def test_cli_convert_and_budget_list__json(tmp_path):
+    src = tmp_path / "rows.csv"
+    src.write_text("a,b\n1,2\n3,4\n1,2\n5,6\n")
+    ledger = tmp_path / "ledger.sqlite"
+    result = CliRunner().invoke(main, ["convert", str(src), str(tmp_path / "rows.zarr"),
+                                       "--check-duplicates", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["target"].endswith("rows.zarr") and out["dropped"] is False
+    assert out["duplicates"] == [{"count": 1, "examples": [{"row": 2, "repeats": 0}]}]
+    result = CliRunner().invoke(main, ["budget", "cap", str(tmp_path / "rows.zarr"), "--eps",
+                                       "2", "--delta", "1e-5", "--ledger", str(ledger)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["budget", "list", "--ledger", str(ledger), "--json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)
+    shown = json.loads(CliRunner().invoke(main, ["budget", "show", str(tmp_path / "rows.zarr"),
+                                                 "--ledger", str(ledger), "--json"]).stdout)
+    assert [entry] == shown

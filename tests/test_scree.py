@@ -347,7 +347,8 @@ def test_scree_result__round_trips_and_prints(tmp_path):
         "Components: 2 principal components",
         "Methods: clipped, huber",
     ]
-    assert "Total privacy budget: eps = 4 ; delta = 1e-05 " in text
+    assert "Privacy budget: eps = 4 ; delta = 1e-05 per method (2 methods: each spends the scree share; the directions are shared)" in text
+    assert "Spent by this release: eps = " in text
     assert text.endswith("Centering: private \nNon-private reference: stored ")
     summary = repr(fit.summary())
     assert summary.startswith("DP Scree Summary\n")

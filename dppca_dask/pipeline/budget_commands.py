@@ -159,9 +159,12 @@ def show(dataset: str, array: str | None, ledger_path: str | None, as_json: bool
     return note + "\n\n".join(render_dataset(ledger, e) for e in entries)
 
 
-def list_datasets(ledger_path: str | None) -> str:
-    """``budget list``: every dataset of the ledger with its cap and spend."""
+def list_datasets(ledger_path: str | None, as_json: bool = False) -> str:
+    """``budget list``: every dataset of the ledger with its cap and spend (``as_json``: a JSON
+    list of the objects ``budget show --json`` prints, one per dataset)."""
     ledger = open_ledger(ledger_path, create=False)
+    if as_json:
+        return json.dumps([dataset_report(ledger, e) for e in ledger.datasets()], indent=2)
     lines = []
     for e in ledger.datasets():
         spend = ledger.spent(e.id)

@@ -135,11 +135,18 @@ class ScreeResult(Result):
         share = meta["scree"]["center_share"]
         scree_note = "each method" + (f"; {format_r_scalar(100 * share)}% of it on the private "
                                       "centre, shared" if share else "")
+        methods = len(self.methods)
+        per = (f"per method ({methods} methods: each spends the scree share; the directions are "
+               "shared)" if methods > 1 else "(one method)")
+        first = "" if loading["status"] == "prior" else "the directions once + "
+        spent = (f"{first}the centre once + the rest of the scree share x {methods}" if share
+                 else f"{first}the scree share x {methods}")
         return [
-            f"Total privacy budget: {_budget(meta['privacy']['total'])} ",
+            f"Privacy budget: {_budget(meta['privacy']['total'])} {per}",
             f"  loading: {_budget(loading)} ({how})",
             f"  scree: {_budget(alloc['scree'])} ({scree_note})",
-            f"  spent by this release (basic composition): {_budget(meta['ledger_total'])}",
+            f"Spent by this release: {_budget(meta['ledger_total'])} (basic composition: "
+            f"{spent})",
         ]
 
     def _tail(self) -> list[str]:
