@@ -12,7 +12,8 @@ process stays, its connections stay open, it answers nothing), ``worker-hung`` (
 worker process: its nanny lives on), one worker and its nanny hung, every worker and nanny
 hung, ``workers-lost`` (every worker and its
 nanny killed), ``churn`` (a worker process SIGKILLed every 3 s, its nanny restarts it),
-``tiny-memory`` (a LocalCluster with ``memory_limit: 100MiB``), ``store-gone`` (the input store
+``tiny-memory`` (LocalClusters with ``memory_limit`` 100MiB and 320MiB: below an idle
+worker, and below a worker ready to work), ``store-gone`` (the input store
 deleted mid-run), ``store-truncated`` (its chunk files truncated mid-run), both again during
 pass 1 of a ``pca`` run, whose scree and score passes read the store again, ``sigterm`` and
 ``sigkill`` (of the driver), and two on a **loaded machine** (``HOG_FACTOR`` × the cores of
@@ -23,6 +24,7 @@ within ``cluster.timeout`` + 30 s of the fault). Every process started here is s
     python benchmarks/faults.py                 # all faults, the table of docs/reliability.md
     python benchmarks/faults.py churn --repeat 10
     python benchmarks/faults.py loaded          # the two loaded-machine rows only
+    python benchmarks/faults.py tiny-memory     # the two memory-limit rows only
 """
 
 from __future__ import annotations
@@ -393,6 +395,13 @@ def churn_runs(base: Path, data: Path, reference: np.ndarray, repeat: int, every
     return outcomes
 
 
+def tiny_memory(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcome]:
+    for limit in ("100MiB", "320MiB"):  # below an idle worker; below a worker ready to work
+        yield run_with(base, data, f"tiny-{limit}", {"kind": "local", "n_workers": 1,
+                                                     "memory_limit": limit},
+                       None, None, f"tiny memory (LocalCluster {limit})", reference)
+
+
 def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcome]:
     with Loopback(base / "dask-s", n_workers=2) as loop:
         yield run_with(base, data, "scheduler", address(loop),
@@ -431,9 +440,7 @@ def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcom
         yield run_with(base, data, "workers", address(loop), kill_workers, loop,
                        f"all workers lost (cluster.timeout {TIMEOUT} s)", reference)
     yield from churn_runs(base, data, reference, 1)
-    yield run_with(base, data, "tiny", {"kind": "local", "n_workers": 1,
-                                        "memory_limit": "100MiB"},
-                   None, None, "tiny memory (LocalCluster 100MiB)", reference)
+    yield from tiny_memory(base, data, reference)
     damages = [(f"{fault}{where}", damage, task)
                for task, where in (("loading", " mid-run"),
                                    ("pca", " during pass 1 of a pca run (later passes reread it)"))
@@ -464,7 +471,7 @@ def all_faults(base: Path, data: Path, reference: np.ndarray) -> Iterator[Outcom
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("fault", nargs="?", choices=["all", "churn", "loaded"], default="all")
+    parser.add_argument("fault", nargs="?", choices=["all", "churn", "loaded", "tiny-memory"], default="all")
     parser.add_argument("--repeat", type=int, default=10, help="churn runs (churn only)")
     parser.add_argument("--every", type=float, default=3.0, help="seconds between churn kills")
     parser.add_argument("--allowed-failures", type=int, default=None)
@@ -488,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"(allowed_failures {args.allowed_failures or 'default'})")
         else:
             found = []
-            faults = loaded_faults if args.fault == "loaded" else all_faults
+            faults = {"loaded": loaded_faults, "tiny-memory": tiny_memory}.get(args.fault, all_faults)
             for outcome in faults(base, data, reference):
                 found.append(outcome)
                 print(outcome.row(), flush=True)
