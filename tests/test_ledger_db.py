@@ -235,3 +235,15 @@ def test_import__old_jsonl_ledger_is_copied_and_left_alone(tmp_path):
     old.write_text("{broken\n")
     with pytest.raises(InputError, match="line 1 is corrupt"):
         import_jsonl(ledger, old)
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    ({"eps": float("nan")}, r"^The 'eps' parameter of the budget cap must be a finite float >= 0\. Got nan"),
+    ({"eps": 1.0, "delta": float("nan")}, r"^The 'delta' parameter .* must be a float in \[0, 1\)\. Got nan"),
+    ({"rho": -1.0}, r"^The 'rho' parameter .* must be a finite float >= 0\. Got -1\.0"),
+    ({"eps": 1.0}, r"^The 'eps' and 'delta' parameters of the budget cap must be given together"),
+    ({}, r"^The budget cap must give eps and delta, or rho"),
+])
+def test_cap__a_bad_value_is_named_for_its_own_rule_first(kwargs, expected):
+    with pytest.raises(BudgetError, match=expected):
+        Cap(**kwargs)

@@ -62,16 +62,14 @@ class Cap:
     rho: float | None = None
 
     def __post_init__(self) -> None:
+        for name, upper in (("eps", None), ("delta", 1.0), ("rho", None)):  # each value first
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _finite(getattr(self, name), name, upper))
         if (self.eps is None) != (self.delta is None):
             raise BudgetError("The 'eps' and 'delta' parameters of the budget cap must be given "
                               f"together. Got eps = {self.eps!r}, delta = {self.delta!r} instead.")
         if self.eps is None and self.rho is None:
             raise BudgetError("The budget cap must give eps and delta, or rho. Got none.")
-        if self.eps is not None:
-            object.__setattr__(self, "eps", _finite(self.eps, "eps"))
-            object.__setattr__(self, "delta", _finite(self.delta, "delta", 1.0))
-        if self.rho is not None:
-            object.__setattr__(self, "rho", _finite(self.rho, "rho"))
 
     def lowered_by(self, run: Cap | None) -> tuple[Cap, list[str]]:
         """The stricter of this (custodian) cap and a run's, per coordinate; the run's looser
