@@ -369,8 +369,10 @@ def _check_input_reachable(client: Any, path: str) -> None:
         )
 
 
-PAUSE_MARGIN = 0.6
-"""An idle worker may use at most this share of its memory_limit (Dask pauses at 80 %)."""
+PAUSE_MARGIN = 0.75
+"""A worker ready to work (:func:`_ready_to_work`) may use at most this share of its
+memory_limit before any task (Dask pauses at 80 %; whether a task fits above it is
+:func:`check_task_memory`'s question)."""
 
 
 def _ready_to_work() -> None:
