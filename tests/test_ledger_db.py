@@ -237,7 +237,7 @@ def test_import__old_jsonl_ledger_is_copied_and_left_alone(tmp_path):
         import_jsonl(ledger, old)
 
 
-@pytest.mark.parametrize("kwargs, expected", [
+@pytest.mark.parametrize(("kwargs", "expected"), [
     ({"eps": float("nan")}, r"^The 'eps' parameter of the budget cap must be a finite float >= 0\. Got nan"),
     ({"eps": 1.0, "delta": float("nan")}, r"^The 'delta' parameter .* must be a float in \[0, 1\)\. Got nan"),
     ({"rho": -1.0}, r"^The 'rho' parameter .* must be a finite float >= 0\. Got -1\.0"),

@@ -185,7 +185,7 @@ def test_to_zarr__plain_xarray_plots_every_numeric_variable(examples, tmp_path, 
         for name, var in ds.variables.items():
             if var.dtype.kind in "OTU":
                 assert var.dtype.kind == "U", (label, node.path, name, var.dtype)
-        for name, var in ds.data_vars.items():
+        for var in ds.data_vars.values():
             if var.dtype.kind in "fiu" and var.size:
                 var.plot()
                 plt.close("all")
@@ -195,3 +195,57 @@ def test_to_zarr__plain_xarray_plots_every_numeric_variable(examples, tmp_path, 
     assert repr(back.summary()) == repr(fit.summary())
     if label != "pca":
         xr.testing.assert_identical(back.dataset, fit.dataset)
+
+
+@pytest.mark.parametrize("suffix", [".zarr", ".nc"])
+@pytest.mark.parametrize("label", ["loading", "scree", "score", "covariance", "pca"])
+def test_written_results__carry_cf_metadata_and_readable_provenance(examples, tmp_path, label,
+                                                                    suffix):
+    import json
+
+    from dppca_dask.results.cf import CONVENTIONS, DIMENSIONLESS, SCALE
+
+    fit = examples[label]
+    path = tmp_path / f"{label}{suffix}"
+    (fit.to_zarr if suffix == ".zarr" else fit.to_netcdf)(path)
+    engine = "zarr" if suffix == ".zarr" else "h5netcdf"
+    tree = xr.open_datatree(path, engine=engine, **({"consolidated": False} if engine == "zarr"
+                                                      else {}))
+    seen_units = seen_scale = 0
+    for node in tree.subtree:
+        ds = node.to_dataset(inherit=False)
+        meta = json.loads(ds.attrs["dppca_metadata"])
+        assert ds.attrs["Conventions"] == CONVENTIONS, node.path
+        assert ds.attrs["source"] == f"dppca_dask {meta['version']}"
+        assert f"{meta['n']} observations x {meta['p']} variables" in ds.attrs["history"]
+        assert ds.attrs["comment"] == ds.attrs["dppca_guarantee"]  # the examples are seeded:
+        assert ds.attrs["comment"].startswith("NOT PRIVATE")  # every node says so, the root too
+        assert ds.attrs["dppca_n"] == meta["n"] and ds.attrs["dppca_p"] == meta["p"]
+        assert ds.attrs["dppca_rng_seeded"] == 1
+        for key, value in meta.get("ledger_total", {}).items():
+            assert ds.attrs[f"dppca_ledger_total_{key}"] == value
+        for name, var in ds.variables.items():
+            assert var.attrs.get("long_name"), (label, node.path, name)
+            if name in DIMENSIONLESS:
+                assert var.attrs["units"] == "1"
+                seen_units += 1
+            if name in SCALE:
+                assert "units" not in var.attrs and var.attrs["dppca_scale"] == SCALE[name]
+                seen_scale += 1
+    assert seen_units + seen_scale >= 1
+    again = tmp_path / f"again{suffix}"
+    load_result(path).to_zarr(again) if suffix == ".zarr" else load_result(path).to_netcdf(again)
+    if suffix == ".zarr":
+        files = sorted(p.relative_to(path) for p in path.rglob("*") if p.is_file())
+        assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+        assert all((path / f).read_bytes() == (again / f).read_bytes() for f in files)
+
+
+def test_provenance_attributes__flatten_scalars_and_skip_the_ledger():
+    from dppca_dask.results.cf import provenance_attributes
+
+    got = provenance_attributes({"kind": "pca", "n": 3, "ok": True, "axes": [1, 2], "none": None,
+                                 "privacy": {"total": {"eps": 1.0}}, "ledger": [{"eps": 1.0}],
+                                 "mixed": [1, {"a": 1}]})
+    assert got == {"dppca_n": 3, "dppca_ok": 1, "dppca_axes": "1, 2",
+                   "dppca_privacy_total_eps": 1.0}

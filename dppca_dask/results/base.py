@@ -39,6 +39,7 @@ from dppca_dask.privacy.accounting import (
 )
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.zcdp import ZCDPPlan
+from dppca_dask.results.cf import add_cf_attributes
 from dppca_dask.results.plotters import plotter
 
 __all__ = [
@@ -129,9 +130,11 @@ class Result:
     kind: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
-        """Every result says in its attributes whether its noise is outside the guarantee."""
+        """Every result says in its attributes whether its noise is outside the guarantee, and
+        carries CF-style metadata (:mod:`dppca_dask.results.cf`)."""
         if "dppca_metadata" in self.dataset.attrs:
             self.dataset.attrs["dppca_guarantee"] = guarantee_of(self.metadata)
+        add_cf_attributes(self.dataset)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -16,6 +16,7 @@ mechanism call once.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,11 +35,13 @@ from dppca_dask.results.base import (
     fixed_width_labels,
     fixed_width_writer,
     freeze_dataset,
+    guarantee_of,
     matrix_block,
     plain_strings,
     rename_legacy,
     write_atomically,
 )
+from dppca_dask.results.cf import add_cf_attributes
 from dppca_dask.results.plotters import plotter
 from dppca_dask.results.score import ScoreResult, histogram_split_text
 from dppca_dask.results.scree import ScreeResult
@@ -228,5 +231,9 @@ class PCASummary:
 
 def build_pca_result(root: xr.Dataset, parts: dict[str, xr.Dataset]) -> PCAResult:
     """Assemble a :class:`PCAResult` from its root (attrs) and the three part datasets."""
-    tree = xr.DataTree.from_dict({"/": root, **{f"/{name}": parts[name] for name in PARTS}})
+    if "dppca_metadata" in root.attrs:  # the stored root says it too, as every part does
+        root.attrs["dppca_guarantee"] = guarantee_of(json.loads(root.attrs["dppca_metadata"]))
+    tree = xr.DataTree.from_dict({"/": add_cf_attributes(root),
+                                  **{f"/{name}": add_cf_attributes(parts[name])
+                                     for name in PARTS}})
     return PCAResult(freeze_dataset(root), tree)
