@@ -185,6 +185,10 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         The private directions (orthonormal rows).
     explained_variance_ : ndarray (n_components_,)
         The private scree values.
+    explained_variance_interval_ : ndarray (2, n_components_)
+        Lower and upper ends of the 95 % intervals (simultaneous over the components) of the
+        noise-free scree values; NaN for ``huber``. Post-processing: they cover the noise, not
+        the sampling variability (:func:`~dppca_dask.results.scree_utility.scree_intervals`).
     n_components_, n_features_in_, feature_names_in_
         k, p and the column names (DataFrame input only).
     result_ : ScreeResult
@@ -285,6 +289,10 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         scree = result.scree.transpose(..., "component").values.reshape(-1, result.k)
         self.components_ = np.ascontiguousarray(directions.T, dtype=np.float64)
         self.explained_variance_ = np.asarray(scree[0], dtype=np.float64)
+        ds = result.dataset
+        self.explained_variance_interval_ = np.vstack([  # (lower, upper) x component
+            ds[f"scree_{side}"].transpose(..., "component").values.reshape(-1, result.k)[0]
+            for side in ("lower", "upper")]).astype(np.float64)
         self.n_components_ = int(result.k)
         if _out_of_core(X):
             self.n_features_in_ = int(directions.shape[0])

@@ -44,7 +44,7 @@ from dppca_dask.results.base import (
 from dppca_dask.results.cf import add_cf_attributes
 from dppca_dask.results.plotters import plotter
 from dppca_dask.results.score import ScoreResult, histogram_split_text
-from dppca_dask.results.scree import ScreeResult
+from dppca_dask.results.scree import ScreeResult, scree_interval_lines
 from dppca_dask.results.scree_utility import released_noise_lines
 
 __all__ = ["PCAResult", "PCASummary"]
@@ -226,6 +226,7 @@ class PCASummary:
                   "The parts are available as .loading, .scree and .score."]
         lines += released_noise_lines(scree.metadata, np.atleast_2d(
             scree.dataset["scree_raw"].values).tolist())  # after the seed's lines
+        lines += scree_interval_lines(scree.dataset)
         return "\n".join(lines)
 
 

@@ -32,7 +32,12 @@ from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.plotters import plotter
-from dppca_dask.results.scree_utility import released_noise_lines
+from dppca_dask.results.scree_utility import (
+    INTERVAL_LEVEL,
+    interval_lines,
+    released_noise_lines,
+    scree_intervals,
+)
 
 __all__ = ["ScreeResult", "ScreeSummary", "build_scree_result"]
 
@@ -196,7 +201,36 @@ class ScreeSummary:
                   "The full values are available as .scree and .pve."]
         lines += released_noise_lines(self.metadata, np.atleast_2d(
             self.dataset["scree_raw"].values).tolist())  # after the seed's lines
+        lines += scree_interval_lines(self.dataset)
         return "\n".join(lines)
+
+
+def scree_interval_lines(ds: xr.Dataset) -> list[str]:
+    """The summary's interval lines of a scree dataset (none for a store written before the
+    intervals existed)."""
+    if "scree_lower" not in ds:
+        return []
+    return interval_lines([str(m) for m in ds["mechanism"].values],
+                          np.atleast_2d(ds["scree"].values), np.atleast_2d(ds["scree_lower"].values),
+                          np.atleast_2d(ds["scree_upper"].values))
+
+
+def interval_variables(meta: Mapping[str, Any], scree_raw: np.ndarray) -> dict[str, Any]:
+    """``scree_lower``/``scree_upper``/``pve_lower``/``pve_upper`` (mechanism x component):
+    the intervals of :func:`~dppca_dask.results.scree_utility.scree_intervals`, post-processing
+    of the release (no budget)."""
+    bounds = scree_intervals(meta, np.atleast_2d(scree_raw))
+    what = (f"{100 * INTERVAL_LEVEL:g}% interval (simultaneous over the components) of the "
+            "noise-free {stat} on the released directions and centre: it covers the noise, "
+            "not the sampling variability; NaN: no interval for this method")
+    out = {}
+    for name, values, stat, side in zip(
+            ("scree_lower", "scree_upper", "pve_lower", "pve_upper"), bounds,
+            ("scree value", "scree value", "PVE", "PVE"), ("lower", "upper") * 2, strict=True):
+        out[name] = (("mechanism", "component"), values,
+                     {"private": 1, "interval_level": INTERVAL_LEVEL,
+                      "description": f"{side} end of the " + what.format(stat=stat)})
+    return out
 
 
 def build_scree_result(
@@ -253,6 +287,7 @@ def build_scree_result(
         kind="scree", n=n, p=len(variables), plan=plan, ledger=ledger, calibration=calibration,
         seeded=seeded, non_private=nonprivate is not None, extra={"scree": scree_meta},
     )
+    data_vars.update(interval_variables(meta, scree_raw))
     ds = xr.Dataset(
         data_vars,
         coords=coords,
