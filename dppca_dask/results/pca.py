@@ -40,6 +40,7 @@ from dppca_dask.results.base import (
     write_atomically,
 )
 from dppca_dask.results.plotters import plotter
+from dppca_dask.results.recorded import recorded_lines
 from dppca_dask.results.score import ScoreResult, histogram_split_text
 from dppca_dask.results.scree import ScreeResult
 from dppca_dask.results.scree_utility import released_noise_lines
@@ -223,6 +224,7 @@ class PCASummary:
                   "The parts are available as .loading, .scree and .score."]
         lines += released_noise_lines(scree.metadata, np.atleast_2d(
             scree.dataset["scree_raw"].values).tolist())  # after the seed's lines
+        lines += recorded_lines(meta)
         return "\n".join(lines)
 
 
