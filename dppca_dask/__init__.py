@@ -4,7 +4,8 @@ Public API
 ----------
 Budgets
     :func:`privacy_control`; the persistent ledger for Python-API releases:
-    :func:`accounting` (a context manager), :func:`ledger_accountant` (for ``ledger=``)
+    :func:`accounting` (a context manager), :func:`ledger_accountant` (for ``ledger=``);
+    releases outside them: :func:`session_ledger` (in memory, not persistent)
 Estimators
     :func:`dp_loading`, :func:`dp_scree` (with :func:`clipped_control`, :func:`pmwm_control`,
     :func:`huber_control`), :func:`dp_score`, :func:`dp_pca` (all three on shared directions),
@@ -47,6 +48,7 @@ _WHERE: dict[str, str] = {
     "OutputExistsError": "dppca_dask.errors",
     "ParameterError": "dppca_dask.errors",
     "PrivacyWarning": "dppca_dask.errors",
+    "SessionLedgerWarning": "dppca_dask.errors",
     "dp_loading": "dppca_dask.pca.loading",
     "spherical_kendall": "dppca_dask.pca.loading",
     "dp_pca": "dppca_dask.pca.pca",
@@ -57,6 +59,7 @@ _WHERE: dict[str, str] = {
     "pmwm_control": "dppca_dask.pca.scree_controls",
     "accounting": "dppca_dask.pipeline.notebook",
     "ledger_accountant": "dppca_dask.pipeline.notebook",
+    "session_ledger": "dppca_dask.pipeline.notebook",
     "score_plot_control": "dppca_dask.plots.score",
     "scree_plot_control": "dppca_dask.plots.scree",
     "PrivacyControl": "dppca_dask.privacy.budget",
@@ -91,13 +94,14 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
         OutputExistsError,
         ParameterError,
         PrivacyWarning,
+        SessionLedgerWarning,
     )
     from dppca_dask.pca.loading import dp_loading, spherical_kendall
     from dppca_dask.pca.pca import dp_pca
     from dppca_dask.pca.score import dp_score
     from dppca_dask.pca.scree import dp_scree
     from dppca_dask.pca.scree_controls import clipped_control, huber_control, pmwm_control
-    from dppca_dask.pipeline.notebook import accounting, ledger_accountant
+    from dppca_dask.pipeline.notebook import accounting, ledger_accountant, session_ledger
     from dppca_dask.plots.score import score_plot_control
     from dppca_dask.plots.scree import scree_plot_control
     from dppca_dask.privacy.budget import PrivacyControl, privacy_control
@@ -135,6 +139,7 @@ __all__ = [
     "accounting",
     "ledger_accountant",
     "privacy_control",
+    "session_ledger",
     # estimators
     "dp_loading",
     "dp_pca",
@@ -178,4 +183,5 @@ __all__ = [
     "OutputExistsError",
     "ParameterError",
     "PrivacyWarning",
+    "SessionLedgerWarning",
 ]

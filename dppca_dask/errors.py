@@ -37,6 +37,7 @@ __all__ = [
     "OutputExistsError",
     "ParameterError",
     "PrivacyWarning",
+    "SessionLedgerWarning",
     "UtilityWarning",
     "Wording",
 ]
@@ -184,6 +185,12 @@ class OutputExistsError(DPPCAError):
 
 class PrivacyWarning(UserWarning):
     """A documented, rare warning about privacy-relevant behaviour."""
+
+
+class SessionLedgerWarning(UserWarning):
+    """Informational, once per process: a Python-API release made outside ``ledger=`` and
+    :func:`dppca_dask.accounting` was recorded only in the in-memory session ledger
+    (:func:`dppca_dask.session_ledger`), nothing persistent (:mod:`dppca_dask.privacy.session`)."""
 
 
 class UtilityWarning(UserWarning):

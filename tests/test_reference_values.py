@@ -119,8 +119,10 @@ def test_seed_example__print_and_summary_text():
         label, *numbers = line.split()
         assert label == f"X{i + 1}"
         np.testing.assert_allclose([float(v) for v in numbers], expected[i], atol=5e-4)
-    # the seed's lines, except that R's "$directions" reads ".directions" (Python attribute access)
-    assert lines[:5] + lines[9:] == [
+    # the seed's lines, except that R's "$directions" reads ".directions" (Python attribute access),
+    # then where the release was recorded (Python only: this one in the session ledger)
+    assert lines[-1].startswith("Recorded in: this Python session's ledger only")
+    assert lines[:5] + lines[9:-1] == [
         "DP PC Directions Summary",
         "Data: 50 observations x 3 variables",
         "Components: 3 PC directions",

@@ -5,7 +5,10 @@ current accountant) reserves its plan's records before any data is read -- the s
 as the CLI -- and then confirms the release with its ledger, or on an error refunds it when no
 noise was drawn and keeps it spent when some was. The persistent ledger that implements this
 lives in :mod:`dppca_dask.pipeline.ledger`; this module only defines the protocol, so the
-estimators do not depend on the pipeline.
+estimators do not depend on the pipeline. A release with neither is recorded the same way in the
+process's in-memory session ledger (:mod:`dppca_dask.privacy.session`), with a one-time
+:class:`~dppca_dask.errors.SessionLedgerWarning`. While the fit runs, :func:`current_recording`
+says where the release is recorded; the results write it as ``metadata["recorded_in"]``.
 """
 
 from __future__ import annotations
@@ -19,15 +22,21 @@ from dppca_dask.privacy.draws import DrawTracker
 from dppca_dask.privacy.guarantees import warn_guarantees
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.privacy.rng import RngState
+from dppca_dask.privacy.session import notify_once, session_accountant
 
 __all__ = ["Accountant", "Policy", "account", "add_policy", "current_accountant",
-           "using_accountant"]
+           "current_recording", "using_accountant"]
 
 R = TypeVar("R")
 
 
 class Accountant(Protocol):
-    """Reserves a release before the data is read and settles it afterwards."""
+    """Reserves a release before the data is read and settles it afterwards.
+
+    An accountant may also have ``recorded_in(token) -> dict`` (``kind``, ``persistent``,
+    ``where``: what the release's ``metadata["recorded_in"]`` says); without it the metadata
+    names the accountant's type.
+    """
 
     def reserve(self, X: Any, plan: Plan, *, owner: str, seeded: bool) -> Any:
         """Check the cap and reserve ``plan``'s records for the dataset ``X``; a token."""
@@ -41,6 +50,7 @@ class Accountant(Protocol):
 
 
 _CURRENT: ContextVar[Accountant | None] = ContextVar("dppca_accountant", default=None)
+_RECORDING: ContextVar[dict[str, Any] | None] = ContextVar("dppca_recording", default=None)
 
 Policy = Callable[[Accountant | None, bool, str], None]
 _POLICIES: list[Policy] = []
@@ -60,6 +70,21 @@ def current_accountant() -> Accountant | None:
     return _CURRENT.get()
 
 
+def current_recording() -> dict[str, Any] | None:
+    """Where the release being made is recorded (``kind``, ``persistent``, ``where``), set by
+    :func:`account` while its fit runs; ``None`` outside one (the CLI's runner: its report names
+    its ledger)."""
+    return _RECORDING.get()
+
+
+def _recorded_in(accountant: Accountant, token: Any) -> dict[str, Any]:
+    describe = getattr(accountant, "recorded_in", None)
+    if callable(describe):
+        return dict(describe(token))
+    return {"kind": "accountant", "persistent": None,
+            "where": f"the caller's accountant ({type(accountant).__name__})"}
+
+
 @contextmanager
 def using_accountant(accountant: Accountant | None) -> Iterator[Accountant | None]:
     """Make ``accountant`` the current one inside the block."""
@@ -73,7 +98,9 @@ def using_accountant(accountant: Accountant | None) -> Iterator[Accountant | Non
 def account(accountant: Accountant | None, X: Any, plan: Plan, *, n: int, owner: str,
             rng_state: RngState, fit: Callable[[RngState], R]) -> R:
     """Check ``plan``'s guarantees (:func:`~dppca_dask.privacy.guarantees.warn_guarantees`), then
-    run ``fit`` under ``accountant`` (or the current one): reserve, fit, settle.
+    run ``fit`` under ``accountant`` (or the current one; with neither, the session ledger's,
+    :mod:`~dppca_dask.privacy.session`, after the policies have seen ``None``): reserve, fit,
+    settle.
 
     ``fit`` gets ``rng_state`` with its generator wrapped in a
     :func:`~dppca_dask.privacy.draws.DrawTracker` -- the one answer to "was noise drawn?", as in
@@ -87,9 +114,11 @@ def account(accountant: Accountant | None, X: Any, plan: Plan, *, n: int, owner:
         policy(acct, seeded, owner)
     tracker = DrawTracker(rng_state.generator)
     tracked = RngState(tracker, seeded)
+    session = acct is None
     if acct is None:
-        return fit(tracked)
+        acct = session_accountant()
     token = acct.reserve(X, plan, owner=owner, seeded=seeded)
+    recording = _RECORDING.set(_recorded_in(acct, token))
     try:
         result = fit(tracked)
     except BaseException as exc:
@@ -98,5 +127,9 @@ def account(accountant: Accountant | None, X: Any, plan: Plan, *, n: int, owner:
         else:
             acct.cancel(token)
         raise
+    finally:
+        _RECORDING.reset(recording)
     acct.confirm(token, [r.as_dict() for r in getattr(result, "ledger", ())], seeded=seeded)
+    if session:
+        notify_once(owner, stacklevel=3)
     return result

@@ -31,6 +31,7 @@ import xarray as xr
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask._version import package_version
 from dppca_dask.errors import Fix, InputError, OutputExistsError
+from dppca_dask.privacy.accountant import current_recording
 from dppca_dask.privacy.accounting import (
     SpendRecord,
     ledger_from_dicts,
@@ -41,6 +42,7 @@ from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.zcdp import ZCDPPlan
 from dppca_dask.results.cf import add_cf_attributes
 from dppca_dask.results.plotters import plotter
+from dppca_dask.results.recorded import recorded_lines
 
 __all__ = [
     "LoadingResult",
@@ -404,6 +406,7 @@ class LoadingSummary:
         ]
         if self.nonprivate is not None:
             lines.append("The non-private reference matrix is available as .nonprivate.")
+        lines += recorded_lines(meta)  # last, after the seed's lines
         return "\n".join(lines)
 
 
@@ -424,7 +427,10 @@ def base_metadata(
     non_private: bool,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Metadata common to every release (JSON-ready; holds no seed and no data statistic)."""
+    """Metadata common to every release (JSON-ready; holds no seed and no data statistic);
+    ``recorded_in``: where a Python-API release is recorded
+    (:func:`~dppca_dask.privacy.accountant.current_recording`; absent from the CLI's)."""
+    recording = current_recording()
     return {
         "kind": kind,
         "package": "dppca_dask",
@@ -438,6 +444,7 @@ def base_metadata(
         "rng": {"seeded": seeded, "source": "caller-seeded" if seeded else "csprng (os entropy)",
                 "guarantee": SEEDED_NOTE if seeded else "private"},
         "non_private": non_private,
+        **({} if recording is None else {"recorded_in": recording}),
         **(extra or {}),
     }
 

@@ -35,6 +35,7 @@ from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.privacy.zcdp import ZCDPPlan, ledger_rho, zcdp_eps
 from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.plotters import plotter
+from dppca_dask.results.recorded import recorded_lines
 
 __all__ = ["CovarianceResult", "CovarianceSummary", "build_covariance_result"]
 
@@ -153,6 +154,7 @@ class CovarianceSummary:
             _budget(meta),
             _bounds(self.bounds, meta),
             "The full matrix is available as .covariance; measured entries as .measured.",
+            *recorded_lines(meta),
         ]
         return "\n".join(lines)
 

@@ -3,9 +3,11 @@
 A card is one ``<div>``: the title with the kind and a badge -- ``private``, or ``NOT PRIVATE``
 when the result holds non-private elements (variables whose description starts with "NOT
 PRIVATE", or a release made outside the guarantee, such as an empirical scree centre) -- then the
-shape (n, p, k), the budget and what the release spent (ε, δ, and ρ where present), and the key
-table of the kind (the directions, scree values and PVE, the frame and a histogram, or the
-covariance matrix), at most 6 × 8 cells each. Every text is escaped with :func:`html.escape`;
+shape (n, p, k), the budget and what the release spent (ε, δ, and ρ where present), where the
+release was recorded (:mod:`~dppca_dask.results.recorded`: a budget ledger, or only the
+in-memory session ledger, with the advice to record persistently), and the key table of the kind
+(the directions, scree values and PVE, the frame and a histogram, or the covariance matrix), at
+most 6 × 8 cells each. Every text is escaped with :func:`html.escape`;
 the card shows only the result's variables and public metadata, never the RNG seed (results
 never store one) nor wall-clock times.
 
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from dppca_dask._rformat import format_r_scalar
+from dppca_dask.results.recorded import NOT_STATED, recorded_text
 
 __all__ = ["BADGE_NOT_PRIVATE", "BADGE_PRIVATE", "non_private_elements", "result_card"]
 
@@ -243,6 +246,7 @@ def result_card(result: Any) -> str:
     meta = result.metadata
     facts, tables = _KINDS[kind](result) if kind in _KINDS else ([_shape(meta, None)], "")
     facts += _budget_rows(meta)
+    facts.append(("Recorded in", recorded_text(meta) or NOT_STATED))
     outside = non_private_elements(result)
     if outside:
         badge = (f'<span class="dppca-badge dppca-not-private" '

@@ -43,6 +43,7 @@ from dppca_dask.results.base import (
 )
 from dppca_dask.results.cf import add_cf_attributes
 from dppca_dask.results.plotters import plotter
+from dppca_dask.results.recorded import recorded_lines
 from dppca_dask.results.score import ScoreResult, histogram_split_text
 from dppca_dask.results.scree import ScreeResult, scree_interval_lines
 from dppca_dask.results.scree_utility import released_noise_lines
@@ -227,6 +228,7 @@ class PCASummary:
         lines += released_noise_lines(scree.metadata, np.atleast_2d(
             scree.dataset["scree_raw"].values).tolist())  # after the seed's lines
         lines += scree_interval_lines(scree.dataset)
+        lines += recorded_lines(meta)
         return "\n".join(lines)
 
 

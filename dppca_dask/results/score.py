@@ -35,6 +35,7 @@ from dppca_dask.privacy.rng import as_rng
 from dppca_dask.results.base import Result, budget_line
 from dppca_dask.results.frame import Frame
 from dppca_dask.results.plotters import plotter
+from dppca_dask.results.recorded import recorded_lines
 from dppca_dask.results.sampling import (
     SamplingLike,
     allocate_sizes,
@@ -356,5 +357,5 @@ class ScoreSummary:
         lines += _budget_lines(meta, res.methods)
         stored = "stored" if res.nonprivate_probability is not None else "not stored"
         lines += [f"Non-private reference: {stored} ",
-                  "The full histograms are available as .probability."]
+                  "The full histograms are available as .probability.", *recorded_lines(meta)]
         return "\n".join(lines)

@@ -32,6 +32,7 @@ from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
 from dppca_dask.results.plotters import plotter
+from dppca_dask.results.recorded import recorded_lines
 from dppca_dask.results.scree_utility import (
     INTERVAL_LEVEL,
     interval_lines,
@@ -202,6 +203,7 @@ class ScreeSummary:
         lines += released_noise_lines(self.metadata, np.atleast_2d(
             self.dataset["scree_raw"].values).tolist())  # after the seed's lines
         lines += scree_interval_lines(self.dataset)
+        lines += recorded_lines(self.metadata)
         return "\n".join(lines)
 
 
