@@ -178,16 +178,40 @@ LOOPBACK_ROWS, LOOPBACK_BLOCK_ROWS = 12_000, 400
 work units."""
 
 
-def write_loopback_data(path: Path) -> np.ndarray:
-    """The cluster tests' 12 000 x 5 Zarr store (4000-row chunks); returns its values."""
+def write_store(path: Path | str, x: np.ndarray, *, names: list[str] | None = None,
+                chunk: int | None = None, labels: dict[str, np.ndarray] | None = None,
+                array: str = "X") -> Path:
+    """Write the tests' standard input: a Zarr store with ``x`` as ``array`` on (sample, variable).
+
+    The one factory for a data store the tests run on (as `dppca-dask convert` writes one):
+    ``names`` become the ``variable`` coordinate, ``chunk`` the rows per chunk (None: one chunk),
+    ``labels`` extra per-sample variables (grouping columns; strings are stored as objects, as
+    from pandas). An existing store at ``path`` is replaced. Tests of other layouts (raw arrays,
+    missing chunks, Zarr v2, remote URLs) write those by hand on purpose. Returns ``path``.
+    """
+    import shutil
+
     import xarray as xr
 
+    path = Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+    variables: dict[str, Any] = {array: (("sample", "variable"), np.asarray(x))}
+    for name, values in (labels or {}).items():
+        values = np.asarray(values)
+        variables[name] = (("sample",), values.astype(object) if values.dtype.kind in "US"
+                           else values)
+    coords = {"variable": np.array(names, dtype=object)} if names is not None else None
+    ds = xr.Dataset(variables, coords=coords)
+    if chunk is not None:
+        ds = ds.chunk({"sample": chunk})
+    ds.to_zarr(path, consolidated=False)
+    return path
+
+
+def write_loopback_data(path: Path) -> np.ndarray:
+    """The cluster tests' 12 000 x 5 Zarr store (4000-row chunks); returns its values."""
     x = np.random.default_rng(11).normal(size=(LOOPBACK_ROWS, 5)) * [4.0, 2.0, 1.0, 1.0, 0.5] + 1e3
-    ds = xr.Dataset(
-        {"X": (("sample", "variable"), x)},
-        coords={"variable": np.array(["a", "b", "c", "d", "e"], dtype=object)},
-    )
-    ds.chunk({"sample": 4000}).to_zarr(path, consolidated=False)
+    write_store(path, x, names=list("abcde"), chunk=4000)
     return x
 
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import xarray as xr
 import yaml
 from click.testing import CliRunner
 
@@ -27,6 +26,7 @@ from dppca_dask.cli import main
 from dppca_dask.io.datasets import write_demo_dataset
 from dppca_dask.io.identity import resolve_dataset
 from dppca_dask.pipeline.ledger import Ledger
+from tests.helpers import write_store
 
 PAUSE = textwrap.dedent("""
     import dataclasses, sys, time
@@ -176,7 +176,7 @@ def test_budget__cap_show_json_list_and_copies(tmp_path, tiny, ledger_path):
 def test_budget_adopt__a_store_without_id_keeps_its_history(tmp_path, ledger_path):
     store = tmp_path / "plain.zarr"
     x = np.random.default_rng(1).normal(size=(60, 3))
-    xr.Dataset({"X": (("sample", "variable"), x)}).to_zarr(store, consolidated=False)
+    write_store(store, x)
     runner = CliRunner()
     assert runner.invoke(main, ["run", str(_config(tmp_path, store, "a")), "-q"]).exit_code == 0
     derived = resolve_dataset(store).dataset_id

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import xarray as xr
 import yaml
 from click.testing import CliRunner
 
@@ -14,7 +13,7 @@ from dppca_dask import ConfigError, load_result, spherical_kendall
 from dppca_dask.cli import main
 from dppca_dask.pca.postprocess import ordered_eigh
 from dppca_dask.pipeline.config import RunConfig, load_config
-from tests.helpers import figures_not_rendered
+from tests.helpers import figures_not_rendered, write_store
 
 
 @pytest.fixture
@@ -22,11 +21,7 @@ def dataset(tmp_path) -> tuple[Path, np.ndarray]:
     rng = np.random.default_rng(8)
     x = rng.normal(size=(300, 5)) * [4.0, 2.0, 1.0, 1.0, 0.5] + 1e3
     path = tmp_path / "data.zarr"
-    ds = xr.Dataset(
-        {"X": (("sample", "variable"), x)},
-        coords={"variable": np.array(["a", "b", "c", "d", "e"], dtype=object)},
-    )
-    ds.chunk({"sample": 70}).to_zarr(path, consolidated=False)
+    write_store(path, x, names=list("abcde"), chunk=70)
     return path, x
 
 

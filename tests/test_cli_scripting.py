@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner
 
 from dppca_dask.cli import main
+from tests.helpers import write_store
 
 CLI = [sys.executable, "-m", "dppca_dask.cli"]
 
@@ -27,11 +28,7 @@ def data(tmp_path) -> Path:
     rng = np.random.default_rng(3)
     x = rng.normal(size=(120, 4)) * [3.0, 2.0, 1.0, 0.5]
     path = tmp_path / "data.zarr"
-    ds = xr.Dataset({"X": (("sample", "variable"), x),
-                     "grp": (("sample",), np.array(["a", "b", "c"] * 40, dtype=object))},
-                    coords={"variable": np.array(["a", "b", "c", "d"], dtype=object)})
-    ds.to_zarr(path, consolidated=False)
-    return path
+    return write_store(path, x, names=list("abcd"), labels={"grp": np.array(["a", "b", "c"] * 40)})
 
 
 def _config(tmp_path: Path, data: Path, **changes) -> Path:

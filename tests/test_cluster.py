@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import xarray as xr
 import yaml
 from click.testing import CliRunner
 from dask import delayed
@@ -49,6 +48,7 @@ from tests.helpers import (
     LOOPBACK_ROWS,
     loopback_config,
     write_loopback_data,
+    write_store,
 )
 
 pytestmark = pytest.mark.xdist_group("processes")  # `pytest -n`: these run in turn
@@ -581,8 +581,7 @@ def test_connect__tls_scheduler_with_security_files(tmp_path):
 def test_graph__reads_zarr_on_workers_no_embedded_data(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(50_000, 8))
-    xr.Dataset({"X": (("sample", "variable"), x)}).chunk({"sample": 10_000}).to_zarr(
-        tmp_path / "big.zarr", consolidated=False)
+    write_store(tmp_path / "big.zarr", x, chunk=10_000)
     monkeypatch.chdir(tmp_path)
     source = as_data("big.zarr", array="X")  # a relative path, as in a config file
     graph, _ = kendall_sum(source.array, block_rows=5_000)
@@ -600,8 +599,7 @@ def test_graph__reads_zarr_on_workers_no_embedded_data(tmp_path, monkeypatch):
 
 def _plan_config(tmp_path: Path, cluster: dict) -> Path:
     data = tmp_path / "small.zarr"
-    xr.Dataset({"X": (("sample", "variable"), np.random.default_rng(1).normal(size=(50, 3)))})\
-        .to_zarr(data, consolidated=False)
+    write_store(data, np.random.default_rng(1).normal(size=(50, 3)))
     cfg = {"input": {"path": str(data), "array": "X"}, "privacy": {"eps": 1, "delta": 1e-5},
            "cluster": cluster, "output": {"directory": str(tmp_path / "out")}}
     path = tmp_path / "plan.yaml"

@@ -7,6 +7,7 @@ import pytest
 from dppca_dask import ClusterError
 from dppca_dask.pipeline.cluster import connect
 from dppca_dask.pipeline.cluster_config import LocalClusterConfig
+from tests.helpers import write_store
 
 pytestmark = pytest.mark.xdist_group("processes")  # `pytest -n`: these run in turn
 
@@ -70,15 +71,13 @@ def test_check_task_memory__a_task_no_worker_can_hold_is_refused_with_the_estima
 
 def test_plan__states_the_peak_memory_per_task_and_the_driver_gather(tmp_path):
     import numpy as np
-    import xarray as xr
     import yaml
     from click.testing import CliRunner
 
     from dppca_dask.cli import main
 
     x = np.random.default_rng(0).normal(size=(3000, 4))
-    xr.Dataset({"X": (("sample", "variable"), x)}).chunk({"sample": 1000}).to_zarr(
-        tmp_path / "d.zarr", consolidated=False)
+    write_store(tmp_path / "d.zarr", x, chunk=1000)
     cfg = {"input": {"path": str(tmp_path / "d.zarr"), "array": "X"}, "task": "pca",
            "privacy": {"eps": 1.0, "delta": 1e-5}, "pca": {"scree_control": {"clipped": {"C_clip": 5.0}}},
            "output": {"directory": str(tmp_path / "out")}}

@@ -30,7 +30,7 @@ from dppca_dask.privacy.mechanisms import (
     gaussian_zcdp_symmetric,
 )
 from dppca_dask.privacy.zcdp import Odometer, ledger_rho, resolve_zcdp, zcdp_eps, zcdp_rho
-from tests.helpers import benchmark_module
+from tests.helpers import benchmark_module, write_store
 
 ALPHA = 1e-6
 
@@ -403,14 +403,8 @@ def test_dp_covariance__zarr_round_trip(fit, tmp_path):
 
 @pytest.fixture
 def zarr_input(tmp_path):
-    import xarray as xr
-
     x = _data(9, n=240, d=4) * 2.0
-    path = tmp_path / "data.zarr"
-    ds = xr.Dataset({"X": (("sample", "variable"), x)},
-                    coords={"variable": np.array(["a", "b", "c", "d"], dtype=object)})
-    ds.chunk({"sample": 70}).to_zarr(path, consolidated=False)
-    return path, x
+    return write_store(tmp_path / "data.zarr", x, names=list("abcd"), chunk=70), x
 
 
 def _run_config(tmp_path, data, **covariance):

@@ -23,6 +23,7 @@ from dppca_dask.errors import ParameterError
 from dppca_dask.pipeline.config import CovarianceConfig
 from dppca_dask.privacy.plan import records_match
 from dppca_dask.privacy.zcdp import resolve_zcdp
+from tests.helpers import write_store
 
 
 def _data(seed: int, n: int = 400, d: int = 6) -> np.ndarray:
@@ -217,15 +218,13 @@ def test_dp_covariance__auto_public_fields_do_not_depend_on_the_data():
 
 
 def test_cli_plan__covariance_auto_line(tmp_path):
-    import xarray as xr
     import yaml
     from click.testing import CliRunner
 
     from dppca_dask.cli import main
 
     path = tmp_path / "data.zarr"
-    xr.Dataset({"X": (("sample", "variable"), _data(9, n=100, d=3))}).to_zarr(
-        path, consolidated=False)
+    write_store(path, _data(9, n=100, d=3))
     cfg = {"input": {"path": str(path), "array": "X"}, "task": "covariance",
            "privacy": {"eps": 1.0, "delta": 1e-5},
            "covariance": {"method": "auto", "bounds": 3.0},

@@ -25,6 +25,7 @@ from dppca_dask.errors import BudgetError, ParameterError
 from dppca_dask.kernels.gram import row_norm_counts
 from dppca_dask.privacy.plan import records_match
 from dppca_dask.privacy.zcdp import resolve_zcdp
+from tests.helpers import write_store
 
 STEP = 2.0 ** (1.0 / STEPS_PER_OCTAVE)
 Z_ALPHA = 4.9  # two-sided normal quantile at alpha ~ 1e-6
@@ -219,9 +220,7 @@ def test_cli_covariance__default_section_is_the_recommended_release(tmp_path):
     x = _data(10, n=2000, d=4)
     path = tmp_path / "data.npy"
     np.save(path, x)
-    import xarray as xr
-
-    xr.Dataset({"X": (("sample", "variable"), x)}).to_zarr(tmp_path / "data.zarr")
+    write_store(tmp_path / "data.zarr", x)
     settings = {
         "input": {"path": str(tmp_path / "data.zarr"), "array": "X"}, "task": "covariance",
         "privacy": {"eps": 2.0, "delta": 1e-5}, "covariance": {},

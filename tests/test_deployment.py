@@ -9,7 +9,6 @@ import dask
 import dask.config
 import numpy as np
 import pytest
-import xarray as xr
 import yaml
 from click.testing import CliRunner
 
@@ -25,6 +24,7 @@ from dppca_dask.pipeline.deployment import (
 )
 from dppca_dask.pipeline.ledger import Ledger
 from dppca_dask.pipeline.runner import execute
+from tests.helpers import write_store
 
 
 @pytest.fixture(autouse=True)
@@ -42,8 +42,7 @@ def _no_site_settings(monkeypatch, tmp_path):
 def data(tmp_path):
     x = np.random.default_rng(4).normal(size=(60, 3))
     path = tmp_path / "d.zarr"
-    xr.Dataset({"X": (("sample", "variable"), x)}).to_zarr(path, consolidated=False)
-    return path
+    return write_store(path, x)
 
 
 def _config(tmp_path, data, ledger=None, name="out") -> RunConfig:

@@ -21,6 +21,7 @@ import xarray as xr
 from dask.callbacks import Callback
 
 from dppca_dask import InputError, dp_pca, dp_score, privacy_control
+from tests.helpers import write_store
 
 pytestmark = pytest.mark.xdist_group("processes")  # `pytest -n`: these run in turn
 
@@ -42,8 +43,7 @@ def _store(path: Path, n: int, p: int, chunk: int, *, missing_label: bool = Fals
     g = rng.choice([20.0, 3.0, 100.0], size=n)  # as strings "100.0" < "20.0" < "3.0"
     if missing_label:
         g[n // 2] = np.nan
-    ds = xr.Dataset({"X": (("sample", "variable"), x), "g": (("sample",), g)})
-    ds.chunk({"sample": chunk}).to_zarr(path, consolidated=False)
+    write_store(path, x, chunk=chunk, labels={"g": g})
     return x
 
 

@@ -15,6 +15,7 @@ from hypothesis.extra.numpy import arrays
 
 from dppca_dask import DPPCAError, dp_loading, privacy_control, spherical_kendall
 from dppca_dask.pipeline.config import RunConfig
+from tests.helpers import write_store
 
 PRIV = privacy_control(eps=1.0, delta=1e-5)
 fuzz = settings(max_examples=60, deadline=None,
@@ -80,10 +81,7 @@ def test_fuzz__wrong_types_and_shapes(bad):
 def store(tmp_path):
     x = np.random.default_rng(0).normal(size=(50, 3))
     path = tmp_path / "d.zarr"
-    xr.Dataset({"X": (("sample", "variable"), x)}).chunk({"sample": 10}).to_zarr(
-        path, consolidated=False
-    )
-    return path
+    return write_store(path, x, chunk=10)
 
 
 @pytest.mark.parametrize(

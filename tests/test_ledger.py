@@ -10,13 +10,13 @@ import sqlite3
 
 import numpy as np
 import pytest
-import xarray as xr
 import yaml
 from click.testing import CliRunner
 
 from dppca_dask.cli import main
 from dppca_dask.io.identity import resolve_dataset
 from dppca_dask.pipeline.ledger import Ledger
+from tests.helpers import write_store
 
 
 def _account(data) -> str:
@@ -27,7 +27,7 @@ def _account(data) -> str:
 def run_config(tmp_path):
     x = np.random.default_rng(2).normal(size=(120, 3))
     data = tmp_path / "d.zarr"
-    xr.Dataset({"X": (("sample", "variable"), x)}).to_zarr(data, consolidated=False)
+    write_store(data, x)
 
     def write(directory: str, cap=None, seed=None) -> str:
         cfg = {

@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import xarray as xr
 
 from dppca_dask import load_result
 from dppca_dask.app.state import zip_directory
@@ -51,7 +50,7 @@ from dppca_dask.pipeline.runner import (
     write_release,
 )
 from dppca_dask.privacy.rng import RngState, as_rng
-from tests.helpers import figures_not_rendered
+from tests.helpers import figures_not_rendered, write_store
 
 N, P = 240, 4
 SEED = 11
@@ -83,11 +82,8 @@ def _data(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _write(path: Path, x: np.ndarray, groups: np.ndarray) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-    xr.Dataset(
-        {"X": (("sample", "variable"), x), "group": (("sample",), groups.astype(object))},
-        coords={"variable": np.array(["v1", "v2", "v3", "v4"], dtype=object)},
-    ).to_zarr(path, consolidated=False, encoding={"X": {"chunks": (70, P)}})
+    write_store(path, x, names=["v1", "v2", "v3", "v4"], chunk=70,
+                labels={"group": groups.astype(object)})
 
 
 def _config(root: Path, task: str, extra: dict[str, Any]) -> RunConfig:

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from dppca_dask import ConfigError, load_result
 from dppca_dask.cli import main
 from dppca_dask.pipeline.config import load_config
+from tests.helpers import write_store
 
 matplotlib.use("Agg")
 
@@ -23,9 +24,7 @@ def dataset(tmp_path) -> tuple[Path, np.ndarray]:
     rng = np.random.default_rng(8)
     x = rng.normal(size=(400, 5)) * [4.0, 2.0, 1.0, 1.0, 0.5] + 1e3
     path = tmp_path / "data.zarr"
-    ds = xr.Dataset({"X": (("sample", "variable"), x)},
-                    coords={"variable": np.array(list("abcde"), dtype=object)})
-    ds.chunk({"sample": 70}).to_zarr(path, consolidated=False)
+    write_store(path, x, names=list("abcde"), chunk=70)
     return path, x
 
 
