@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The container check to run before a release (not in every CI run: ~5 minutes, ~1.6 GB):
+# The container check (.ci/run runs it after the suite where the machine allows; ~2-5 min, ~1.6 GB):
 # builds deploy/Dockerfile, runs a Dask scheduler, two workers and the runner as containers on
 # the host network, kills a worker while the Kendall pass runs, and checks that the release equals
 # the one of a LocalCluster run in the same image (bit for bit, and the same single ledger record).

@@ -329,6 +329,25 @@ def test_slurm__ci_cluster_script_is_valid_bash():
     assert 'pip install -e ".[test]" && mypy dppca_dask && pytest' in ci
 
 
+def test_ci_run__runs_the_lowest_versions_subset_and_the_image_check_after_the_suite():
+    ci_dir = ROOT / ".ci"
+    text = (ci_dir / "run").read_text()
+    assert subprocess.run(["bash", "-n", str(ci_dir / "run")], check=False).returncode == 0
+    suite = text.index('&& pytest "$@"')
+    assert suite < text.index(".ci/lowest -n 2 $LOWEST_SUBSET") < text.index("deploy/test-image.sh\n")
+    subset = re.search(r'LOWEST_SUBSET="([^"]+)"', text)
+    assert subset, "no LOWEST_SUBSET in .ci/run"
+    files = subset.group(1).split()
+    assert len(files) >= 10
+    missing = [f for f in files if not (ROOT / f).is_file()]
+    assert not missing, f"LOWEST_SUBSET names test files that do not exist: {missing}"
+    # the image check runs only where the machine allows, and says why when it does not
+    fn = text[text.index("image_blocker() {"):text.index("\n}\n", text.index("image_blocker() {"))]
+    probe = subprocess.run(["/bin/bash", "-c", fn + "\n}\nimage_blocker"], capture_output=True, text=True,
+                           check=False, env={"PATH": "/nonexistent"})
+    assert probe.stdout.strip() in ("not root", "no docker client"), probe.stdout
+
+
 def test_image_check_script__host_network_only():
     script = DEPLOY / "test-image.sh"
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
