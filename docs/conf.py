@@ -24,11 +24,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-import dppca_dask  # noqa: E402
+import dppca_dask
 
 project = "dppca_dask"
 author = "dppca_dask developers"
-copyright = "dppca_dask developers"  # noqa: A001 - Sphinx's name
+copyright = "dppca_dask developers"
 release = dppca_dask.__version__
 version = release
 
