@@ -11,10 +11,10 @@ of:
   (5 % of ρ on the radius);
 * **PACE-GGM (box)**: ``preset="seed"`` with the public bound B = 3·s (the bound
   benchmarks/covariance.py uses on standardised data, in the data's units);
-* **SSP (row, R = 1.5√d)**: ``method="ssp", clip="row", radius=1.5·√d·s`` (the README's
+* **SSP (row, R = 1.5√d)**: ``method="ssp", clip="row", radius=1.5·√d·s`` (the guide's
   public rule, in the data's units);
 * **SSP (row, private)**: ``method="ssp"`` with the private radius;
-* **SSP (row, 1.5√d literal)**: the README's R = 1.5·√d taken literally in the data's units
+* **SSP (row, 1.5√d literal)**: the guide's R = 1.5·√d taken literally in the data's units
   (what the rule gives a user who does not rescale; units ≠ 1 only).
 
 Data: n = 5000 rows, d = 20, population Σ the correlation matrix of V diag(10, 5, 2, 1, …, 1) Vᵀ

@@ -18,7 +18,7 @@ histogram and the true one. A release with no mass (all zero after noise) counts
   non-negative counts summing to the public n; ``geo (clip)``: the same noise with negative
   counts clipped to 0 instead (the post-processing before the projection).
 
-    python benchmarks/histograms.py                 # the README table (about a minute)
+    python benchmarks/histograms.py                 # the table in docs/guide/score.md (about a minute)
     python benchmarks/histograms.py --reps 20 --n 1000,5000 --eps 0.5
 
 Prints a Markdown table: median TV over ``--reps`` repetitions (``--seed``: each data set,

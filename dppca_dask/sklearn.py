@@ -181,11 +181,11 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     Attributes
     ----------
-    components_ : ndarray (n_components_, n_features_in_)
+    components_ : ndarray of shape (n_components, n_features)
         The private directions (orthonormal rows).
-    explained_variance_ : ndarray (n_components_,)
+    explained_variance_ : ndarray of shape (n_components,)
         The private scree values.
-    explained_variance_interval_ : ndarray (2, n_components_)
+    explained_variance_interval_ : ndarray of shape (2, n_components)
         Lower and upper ends of the 95 % intervals (simultaneous over the components) of the
         noise-free scree values; NaN for ``huber``. Post-processing: they cover the noise, not
         the sampling variability (:func:`~dppca_dask.results.scree_utility.scree_intervals`).
@@ -356,9 +356,9 @@ class DPCovariance(BaseEstimator):
 
     Attributes
     ----------
-    covariance_ : ndarray (n_features_in_, n_features_in_)
+    covariance_ : ndarray of shape (n_features, n_features)
         The private XᵀX/n of the clipped data (uncentred).
-    location_ : ndarray (n_features_in_,)
+    location_ : ndarray of shape (n_features,)
         Only with PACE-GGM's ``mean="measure"``: the private column means of the clipped data.
     n_features_in_, feature_names_in_
         p and the column names (DataFrame input only).

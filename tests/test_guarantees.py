@@ -37,7 +37,7 @@ def test_classical_exact_eps__solves_the_exact_privacy_curve(eps, delta):
     exact = classical_exact_eps(eps, delta)
     s = math.sqrt(2 * math.log(1.25 / delta)) / eps  # the classical sd, sensitivity 1
     assert _delta(exact, s) == pytest.approx(delta, rel=1e-6)
-    if eps == 10.0:  # the classical formula under-noises there (README: exact eps 10.4)
+    if eps == 10.0:  # the classical formula under-noises there (docs/guide/privacy-model.md: exact eps 10.4)
         assert exact > eps
 
 

@@ -466,7 +466,7 @@ def dp_covariance(
         is within ε. Give either ``rho`` or both.
     bounds
         Required with ``clip="box"`` (and selecting it when ``clip`` is None): public bounds, a
-        scalar B (|x_j| ≤ B for all j), one B_j per variable, or a mapping from variable name
+        scalar B (``|x_j| ≤ B`` for all j), one B_j per variable, or a mapping from variable name
         to B_j. Never derived from the data.
     method
         ``"pace_ggm"`` (the seed preset's), ``"ssp"``, ``"diagonal"`` or ``"auto"`` (SSP plus
@@ -493,7 +493,7 @@ def dp_covariance(
         from :data:`~dppca_dask.covariance.radius.RADIUS_SHARE` of ρ, by exponential-mechanism
         searches on a public geometric grid (equivariant to the data's units; one more data
         pass; docs/design/covariance_sensitivity.md, "The private radius"), and the method gets
-        the rest of ρ. The stored ``bound`` is R for every variable (|x_j| ≤ ‖x‖ ≤ R), marked
+        the rest of ρ. The stored ``bound`` is R for every variable (``|x_j| ≤ ‖x‖ ≤ R``), marked
         private when R is; ``metadata["radius"]`` is R, ``metadata["radius_quantile"]`` the
         public quantile it targets.
     preset
@@ -503,7 +503,7 @@ def dp_covariance(
     Returns
     -------
     CovarianceResult
-        ``.covariance`` (variable × variable_), ``.measured``, ``.weights``, ``.ledger``.
+        ``.covariance`` (``variable × variable_``), ``.measured``, ``.weights``, ``.ledger``.
 
     Raises
     ------

@@ -95,7 +95,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 
 ``"recommended"`` (the default): the analytic Gaussian calibration (Balle & Wang 2018), the
 tight Kendall sensitivity 2√2/n, the geometric histogram and the ``"auto"`` frame (ranged where n·ε_frame ≥ 500) -- the
-configuration the benchmarks recommend (README, "Defaults"). ``"seed"``: the R package's
+configuration the benchmarks recommend (docs/guide/getting-started.md, "Defaults"). ``"seed"``: the R package's
 configuration (classical calibration, 4/n, the Gaussian ``"add"`` histogram, the Durfee frame),
 which the R comparisons use. An option given explicitly always wins over the preset."""
 

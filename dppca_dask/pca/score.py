@@ -161,11 +161,11 @@ def dp_score(
         ``"auto"`` (the recommended): ``"ranged"`` where n·ε_frame ≥ 500 (ε_frame = 35 % of the
         score ε; the demo's n = 5000 at ε = 1 has 583), else ``"capped"``. ``"ranged"`` ( pure ε-DP, three count passes, equivariant to units and
         location: a private interval of the median on a signed geometric grid, refined inside
-        it, then private quantiles of |s − c| on a two-sided geometric grid and a tail
+        it, then private quantiles of ``|s − c|`` on a two-sided geometric grid and a tail
         extrapolation to the 0.995 quantile; docs/design/frame.md), ``"durfee"`` (the seed's;
         pure ε-DP per-axis Durfee median and 0.995 radius, rectangular, inflated by 0.2; two
         count passes, grids fixed in the data's units), ``"capped"`` (the same passes; the
-        0.995 radius search runs only between a private median S of |s − c| and 8·S, so it
+        0.995 radius search runs only between a private median S of ``|s − c|`` and 8·S, so it
         cannot run away; pure ε-DP) or ``"smooth"``
         (legacy v0.1.0 square frame from smooth-sensitivity quantiles; collects the n × 2 scores on the driver). The smooth frame
         needs δ: it takes 35 % of the score δ as well as 35 % of ε, and the histogram gets the

@@ -295,7 +295,7 @@ def fixed_width_writer() -> Iterator[None]:
     zarr-python stores ``<U`` arrays with its ``fixed_length_utf32`` data type, which has no
     Zarr v3 specification yet: zarr-python (>= 3.1) reads it, other Zarr implementations may
     not read those label arrays (the numbers are plain float64/int64; the NetCDF output is the
-    portable form; the README says so). The warning would say the same on every write.
+    portable form; docs/guide/pca.md says so). The warning would say the same on every write.
     """
     from zarr.errors import UnstableSpecificationWarning
 
