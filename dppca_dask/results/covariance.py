@@ -305,8 +305,8 @@ def interval_lines(ds: xr.Dataset, limit: int = 10) -> tuple[str, ...]:
         cells = [f"PC{j + 1} {num(ev[j])} [{num(lo[j])}, {num(hi[j])}]" for j in range(shown)]
         lines.append(f"{100 * LEVEL:g}% intervals of the noise-free eigenvalues (simultaneous): "
                      + ", ".join(cells) + (" ..." if ev.size > shown else ""))
-        zero = [f"PC{j + 1}" for j in range(ev.size) if lo[j] <= 0.0]
-        if zero:
+        small = [f"PC{j + 1}" for j in range(ev.size) if lo[j] <= 0.0]
+        if small:
             lines.append("  eigenvalues indistinguishable from noise (interval reaches 0): "
-                         + ", ".join(zero[:limit]) + (" ..." if len(zero) > limit else ""))
+                         + ", ".join(small[:limit]) + (" ..." if len(small) > limit else ""))
     return tuple(lines)

@@ -53,8 +53,8 @@ def discrete_gaussian_quantile(sigma: float, alpha: float) -> int:
     """
     if sigma > 1e5:  # the lattice is negligible: the continuous quantile, rounded up
         from scipy.stats import norm
-        return int(math.ceil(float(norm.isf(alpha / 2.0)) * sigma))
-    top = int(math.ceil(sigma * 40.0)) + 2
+        return math.ceil(float(norm.isf(alpha / 2.0)) * sigma)
+    top = math.ceil(sigma * 40.0) + 2
     y = np.arange(top + 1, dtype=np.float64)
     w = np.exp(-y ** 2 / (2.0 * sigma ** 2))
     mass = w[0] + 2.0 * w[1:].sum()
@@ -69,6 +69,8 @@ def discrete_laplace_quantile(scale: float, alpha: float) -> int:
     6
     """
     q = math.exp(-1.0 / scale)
+    if 2.0 * q / (1.0 + q) <= alpha:  # includes q = 0 (a vanishing scale at huge eps)
+        return 0
     t = max(0, math.ceil(math.log(alpha * (1.0 + q) / 2.0) / math.log(q) - 1.0 - 1e-9))
     while 2.0 * q ** (t + 1) / (1.0 + q) > alpha:
         t += 1
