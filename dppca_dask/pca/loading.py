@@ -333,7 +333,7 @@ def release_loading(source: DataSource, plan: BudgetPlan, setup: Setup, rng_stat
         k, sensitivity=sensitivity_value, budget=budget, calibration=options.calibration,
         rng=rng_state.generator, component="loading", basis="; ".join(derivation),
     )
-    _, directions = ordered_eigh(release.value)
+    eigenvalues, directions = ordered_eigh(release.value)
     reference = None
     if non_private:
         n, _, m2 = computed[1]
@@ -355,6 +355,7 @@ def release_loading(source: DataSource, plan: BudgetPlan, setup: Setup, rng_stat
             "sensitivity": bound,
             "kendall_layout": layout.as_dict(),
         },
+        eigenvalues=eigenvalues,
     ), (release.record,))
 
 

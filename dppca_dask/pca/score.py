@@ -75,6 +75,7 @@ from dppca_dask.privacy.mechanisms import (
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Part, base_metadata, coord_labels, freeze_dataset
+from dppca_dask.results.histogram_intervals import histogram_interval_variables
 from dppca_dask.results.score import ScoreResult
 
 __all__ = [
@@ -413,6 +414,9 @@ def _build_result(
                "methods": list(hist.methods), "frame": frame.method, "inflate": INFLATE,
                "groups": levels, **extra},
     )
+    data_vars.update(histogram_interval_variables(
+        hist.methods, hist.probability, hist.total, sizes, meta["ledger"],
+        ("mechanism", *gdims, *cells)))
     ds = xr.Dataset(data_vars, coords=coords, attrs={
         "title": "dppca_dask: differentially private PC score histograms",
         "dppca_kind": "score", "dppca_metadata": json.dumps(meta)})

@@ -41,6 +41,11 @@ from dppca_dask.privacy.accounting import (
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.zcdp import ZCDPPlan
 from dppca_dask.results.cf import add_cf_attributes
+from dppca_dask.results.direction_intervals import (
+    direction_interval_lines,
+    direction_interval_variables,
+    loading_noise_sd,
+)
 from dppca_dask.results.plotters import plotter
 from dppca_dask.results.recorded import recorded_lines
 
@@ -350,7 +355,9 @@ class LoadingResult(Result):
 
     def summary(self) -> LoadingSummary:
         """Summarise the fit without recomputing anything or spending budget."""
-        return LoadingSummary(self.directions, self.nonprivate, self.metadata)
+        return LoadingSummary(self.directions, self.nonprivate, self.metadata,
+                              angle=self.dataset.get("angle_upper"),
+                              identifiable=self.dataset.get("direction_identifiable"))
 
     def plot(
         self,
@@ -386,6 +393,8 @@ class LoadingSummary:
     nonprivate: xr.DataArray | None
     metadata: dict[str, Any]
     digits: int = 3
+    angle: xr.DataArray | None = None
+    identifiable: xr.DataArray | None = None
 
     def __repr__(self) -> str:
         meta = self.metadata
@@ -406,6 +415,9 @@ class LoadingSummary:
         ]
         if self.nonprivate is not None:
             lines.append("The non-private reference matrix is available as .nonprivate.")
+        if self.angle is not None and self.identifiable is not None:
+            lines += direction_interval_lines(np.asarray(self.angle.values),
+                                              np.asarray(self.identifiable.values))
         lines += recorded_lines(meta)  # last, after the seed's lines
         return "\n".join(lines)
 
@@ -460,13 +472,17 @@ def build_loading_result(
     calibration: str,
     seeded: bool,
     extra: dict[str, Any] | None = None,
+    eigenvalues: np.ndarray | None = None,
 ) -> LoadingResult:
+    """The loading result; ``eigenvalues`` (of the released noisy Kendall matrix, decreasing)
+    add the angle bounds and eigenvalue intervals
+    (:mod:`~dppca_dask.results.direction_intervals`; post-processing)."""
     p = len(variables)
     coords = {
         "variable": coord_labels(variables),
         "component": coord_labels(f"PC{j + 1}" for j in range(p)),
     }
-    data_vars = {
+    data_vars: dict[str, Any] = {
         "directions": (
             ("variable", "component"),
             directions,
@@ -487,6 +503,9 @@ def build_loading_result(
         kind="loading", n=n, p=p, plan=plan, ledger=ledger, calibration=calibration,
         seeded=seeded, non_private=nonprivate is not None, extra=extra,
     )
+    sd = loading_noise_sd(meta["ledger"])
+    if eigenvalues is not None and sd is not None:
+        data_vars.update(direction_interval_variables(np.asarray(eigenvalues), sd, p))
     ds = xr.Dataset(
         data_vars,
         coords=coords,

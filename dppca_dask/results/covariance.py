@@ -34,6 +34,7 @@ import xarray as xr
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.privacy.zcdp import ZCDPPlan, ledger_rho, zcdp_eps
 from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
+from dppca_dask.results.covariance_intervals import LEVEL, covariance_intervals
 from dppca_dask.results.plotters import plotter
 from dppca_dask.results.recorded import recorded_lines
 
@@ -110,7 +111,8 @@ class CovarianceResult(Result):
 
     def summary(self) -> CovarianceSummary:
         """Summarise the release without recomputing anything or spending budget."""
-        return CovarianceSummary(self.covariance, self.dataset["bound"].values, self.metadata)
+        return CovarianceSummary(self.covariance, self.dataset["bound"].values, self.metadata,
+                                 intervals=interval_lines(self.dataset))
 
     def __repr__(self) -> str:
         meta = self.metadata
@@ -131,6 +133,7 @@ class CovarianceSummary:
     bounds: np.ndarray
     metadata: dict[str, Any]
     digits: int = 3
+    intervals: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         meta = self.metadata
@@ -154,6 +157,7 @@ class CovarianceSummary:
             _budget(meta),
             _bounds(self.bounds, meta),
             "The full matrix is available as .covariance; measured entries as .measured.",
+            *self.intervals,
             *recorded_lines(meta),
         ]
         return "\n".join(lines)
@@ -209,6 +213,10 @@ def build_covariance_result(
             {"private": 0, "description": "NOT PRIVATE: number of values clipping changed "
                                           "(beyond the bounds, or in rows beyond the radius)"},
         )
+    data_vars.update(interval_variables(np.asarray(estimate.measurements, dtype=np.float64),
+                                        np.asarray(estimate.weights, dtype=np.float64),
+                                        np.asarray(bounds, dtype=np.float64),
+                                        str(estimate.info.get("clip", "box"))))
     rho = ledger_rho(estimate.ledger)
     total: dict[str, Any] = {"rho": rho}
     if plan.delta is not None:
@@ -219,8 +227,11 @@ def build_covariance_result(
         extra={**estimate.info, "control": control, "bounds": np.asarray(bounds).tolist(),
                "ledger_total": total},
     )
+    coords: dict[str, Any] = {"variable": names, "variable_": names.copy()}
+    if "covariance_eigenvalue" in data_vars:
+        coords["component"] = coord_labels(f"PC{j + 1}" for j in range(p))
     ds = xr.Dataset(
-        data_vars, coords={"variable": names, "variable_": names.copy()},
+        data_vars, coords=coords,
         attrs={
             "title": "dppca_dask: differentially private covariance",
             "dppca_kind": "covariance",
@@ -228,3 +239,74 @@ def build_covariance_result(
         },
     )
     return CovarianceResult(freeze_dataset(ds))
+
+
+def interval_variables(measurement: np.ndarray, weights: np.ndarray, bounds: np.ndarray,
+                       clip: str) -> dict[str, Any]:
+    """``covariance_lower``/``covariance_upper`` (variable x variable_) and, when every entry
+    was measured, ``covariance_eigenvalue`` with its ``_lower``/``_upper`` (component): the
+    intervals of :func:`~dppca_dask.results.covariance_intervals.covariance_intervals`,
+    post-processing of the release (no budget)."""
+    out = covariance_intervals(measurement, weights, bounds, clip)
+    pair = ("variable", "variable_")
+    what = (f"{100 * LEVEL:g}% interval (simultaneous over the entries) of the noise-free "
+            "clipped second moment X'X/n: it covers the noise, not the sampling variability; "
+            "unmeasured entries: the public range")
+    level = {"interval_level": LEVEL}
+    data_vars: dict[str, Any] = {
+        "covariance_lower": (pair, out["lower"], {"private": 1, **level,
+                                                  "description": "lower end of the " + what}),
+        "covariance_upper": (pair, out["upper"], {"private": 1, **level,
+                                                  "description": "upper end of the " + what}),
+    }
+    if np.isnan(np.asarray(out["eigenvalue"])).all():
+        return data_vars
+    ev_what = (f"{100 * LEVEL:g}% interval (simultaneous over the eigenvalues; Weyl with a "
+               "spectral-norm bound of the noise) of the noise-free eigenvalue")
+    data_vars.update({
+        "covariance_eigenvalue": (("component",), out["eigenvalue"], {
+            "private": 1, "description": "eigenvalue of the released noisy measurement matrix "
+            "(before post-processing)"}),
+        "covariance_eigenvalue_lower": (("component",), out["eigenvalue_lower"], {
+            "private": 1, **level, "noise_norm_bound": out["b"],
+            "description": "lower end of the " + ev_what}),
+        "covariance_eigenvalue_upper": (("component",), out["eigenvalue_upper"], {
+            "private": 1, **level, "noise_norm_bound": out["b"],
+            "description": "upper end of the " + ev_what}),
+    })
+    return data_vars
+
+
+def interval_lines(ds: xr.Dataset, limit: int = 10) -> tuple[str, ...]:
+    """The summary's interval lines (none for a store written before the intervals existed)."""
+    if "covariance_lower" not in ds:
+        return ()
+
+    def num(v: float) -> str:
+        return format_r_scalar(float(f"{v:.3g}"))
+
+    lower, upper = ds["covariance_lower"].values, ds["covariance_upper"].values
+    measured = ds["precision_weight"].values > 0
+    half = (upper - lower) / 2.0
+    d = lower.shape[0]
+    off = ~np.eye(d, dtype=bool) & np.triu(np.ones((d, d), dtype=bool)) & measured
+    lines = [f"{100 * LEVEL:g}% intervals of the noise-free entries (simultaneous over the "
+             "entries; they cover the noise, not the sampling variability): half-widths "
+             f"{num(float(half[measured].min()))} to {num(float(half[measured].max()))}"
+             if measured.any() else "No entry was measured: intervals are the public range."]
+    if off.any():
+        zero = int(np.count_nonzero(off & (lower <= 0.0) & (upper >= 0.0)))
+        lines.append(f"  off-diagonal entries indistinguishable from 0 (interval contains 0): "
+                     f"{zero} of {int(np.count_nonzero(off))}")
+    if "covariance_eigenvalue" in ds:
+        ev = ds["covariance_eigenvalue"].values
+        lo, hi = ds["covariance_eigenvalue_lower"].values, ds["covariance_eigenvalue_upper"].values
+        shown = min(limit, ev.size)
+        cells = [f"PC{j + 1} {num(ev[j])} [{num(lo[j])}, {num(hi[j])}]" for j in range(shown)]
+        lines.append(f"{100 * LEVEL:g}% intervals of the noise-free eigenvalues (simultaneous): "
+                     + ", ".join(cells) + (" ..." if ev.size > shown else ""))
+        small = [f"PC{j + 1}" for j in range(ev.size) if lo[j] <= 0.0]
+        if small:
+            lines.append("  eigenvalues indistinguishable from noise (interval reaches 0): "
+                         + ", ".join(small[:limit]) + (" ..." if len(small) > limit else ""))
+    return tuple(lines)

@@ -34,6 +34,7 @@ from dppca_dask._validation import bad_param, parse_choice
 from dppca_dask.privacy.rng import as_rng
 from dppca_dask.results.base import Result, budget_line
 from dppca_dask.results.frame import Frame
+from dppca_dask.results.histogram_intervals import histogram_interval_lines
 from dppca_dask.results.plotters import plotter
 from dppca_dask.results.recorded import recorded_lines
 from dppca_dask.results.sampling import (
@@ -357,5 +358,21 @@ class ScoreSummary:
         lines += _budget_lines(meta, res.methods)
         stored = "stored" if res.nonprivate_probability is not None else "not stored"
         lines += [f"Non-private reference: {stored} ",
-                  "The full histograms are available as .probability.", *recorded_lines(meta)]
+                  "The full histograms are available as .probability."]
+        lines += score_interval_lines(res)
+        lines += recorded_lines(meta)
         return "\n".join(lines)
+
+
+def score_interval_lines(res: ScoreResult) -> list[str]:
+    """The summary's cell-interval lines (none for a store written before they existed)."""
+    ds = res.dataset
+    if "probability_lower" not in ds:
+        return []
+    lower, upper = ds["count_lower"].values, ds["count_upper"].values
+    if res.groups is None:
+        lower, upper = lower[:, None], upper[:, None]
+        sizes: Sequence[int] = [int(res.metadata["n"])]
+    else:
+        sizes = [int(v) for v in res.group_sizes]
+    return histogram_interval_lines(res.methods, lower, upper, sizes, res.groups or [None])
