@@ -183,7 +183,14 @@ def test_layout__the_direction_check_can_fail(tmp_path):
 
 def test_layout__every_result_plot_finds_its_function():
     # The inversion that keeps results/ below plots/: each plots module registers its function
-    # (results/plotters.py) and importing the package loads them all.
+    # (results/plotters.py) and importing the package loads them all (plotter() imports it on
+    # first use). Import every result module and the plots package here: in a fresh process
+    # (this test alone) nothing else has.
+    import importlib
+
+    for module in ("pca", "covariance", "score", "scree", "sampling"):
+        importlib.import_module(f"dppca_dask.results.{module}")
+    importlib.import_module("dppca_dask.plots")
     from dppca_dask.results.base import Result
     from dppca_dask.results.plotters import plotter, registered_kinds
 
