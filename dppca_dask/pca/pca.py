@@ -55,6 +55,7 @@ from dppca_dask._typing import (
     Sensitivity,
 )
 from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.kept_scores import keep_decision, keep_scores
 from dppca_dask.graph.rounds import gather, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
@@ -281,12 +282,14 @@ def fit_pca(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngSt
         shared = Directions(released.matrix, (prior_record(plan, SHARED),), SHARED)
     v = shared.matrix
 
+    scores = keep_scores(source.array, v[:, :kept_width(setup)], rounds=_rounds(setup, plan))
+    passes += scores.kept  # the pass that keeps the scores: every later round reads them
     score = score_stage(
-        source, plan, shared, setup, rng_state,
+        source, plan, shared, setup, rng_state, scores=scores,
         extra={"cpp_option": options.cpp_option, "v_dp_supplied": supplied is not None,
                "shared_directions": "dp_pca"})
     scree = scree_stage(source, plan, shared, setup, rng_state)
-    backend = ScoresBackend(source.array, v[:, :k])
+    backend = ScoresBackend(scores, k=k)
     score, scree = run(gather([score, scree]), backend)  # score first: its draws come first
     passes += backend.passes
 
@@ -316,9 +319,21 @@ def pca_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
     """
     records = [*directions_records(setup, budget), *scree_records(setup, budget),
                *score_records(setup, budget)]
-    passes = (setup.supplied is None) + max(scree_rounds(setup),
-                                            score_rounds(frame_method(setup, budget)))
-    return Plan(tuple(records), passes=passes)
+    rounds = _rounds(setup, budget)
+    keeps = keep_decision(setup.n, setup.p, kept_width(setup), rounds)
+    return Plan(tuple(records), passes=(setup.supplied is None) + keeps + rounds)
+
+
+def kept_width(setup: Setup) -> int:
+    """K, the directions the passes after the loading release read: the scree's k and the
+    score plot's axes."""
+    assert setup.k is not None
+    return max(setup.k, *setup.options.axes)
+
+
+def _rounds(setup: Setup, budget: BudgetPlan) -> int:
+    """The passes after the directions: the scree and the score stages side by side."""
+    return max(scree_rounds(setup), score_rounds(frame_method(setup, budget)))
 
 
 def plan_pca(n: int, p: int, budget: BudgetPlan, *, k: int | None = None,
