@@ -15,6 +15,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
 from dask.delayed import Delayed, delayed
 
 from dppca_dask.graph.reduce import DEFAULT_SPLIT_EVERY, tree_reduce
@@ -110,9 +111,13 @@ def row_block_sum(
             raise RuntimeError(f"Row blocks {x.chunks[0]} are not groups of the leaves "
                                f"{leaves} at fan-in {split_every}.")  # an internal invariant
         g = leaves.group
-        parts = [delayed(_leaf_group, pure=True)(block, leaves.sizes[i * g:(i + 1) * g], start,
-                                                 fn, args, with_start, split_every)
-                 for i, (block, start) in enumerate(zip(blocks, starts, strict=True))]
+        label = getattr(fn, "__name__", "leaves")  # the kernel's name, as the leaves' tasks have
+        parts = []
+        for i, (block, start) in enumerate(zip(blocks, starts, strict=True)):
+            task = (block, leaves.sizes[i * g:(i + 1) * g], start, fn, args, with_start,
+                    split_every)
+            parts.append(delayed(_leaf_group, pure=True)(
+                *task, dask_key_name=f"{label}-{tokenize('leaves', *task)}"))
     elif with_start:
         parts = [delayed(fn, pure=True)(block, start, *args)
                  for block, start in zip(blocks, starts, strict=True)]

@@ -16,16 +16,20 @@ Stages, in order:
    (:func:`~dppca_dask.graph.rounds.gather`): each round batches the pending requests of both
    into one Dask computation, so the two stages share every read of the input.
 
-Number of reads of the input (Dask computations)::
+Number of passes over the data (Dask computations)::
 
-    reads = [1, unless V_dp is given] + max(R_scree, R_score)
+    passes = [1, unless V_dp is given] + [1 when the scores are kept] + max(R_scree, R_score)
 
 with R_score = 4 (the default ``frame="ranged"``: locate, refine and radius counts, cell counts;
 3 with ``"durfee"``/``"capped"``, 2 with ``"smooth"``) and R_scree = C + M: C = 2 for the
 private centre (1 empirical, 0 public constants) and M the largest over the requested methods of
-clipped 1, pmwm 2, huber 1 + T. The default (clipped, private centre, ranged frame) reads the
-input **5 times** (4 with ``V_dp``). Non-private
+clipped 1, pmwm 2, huber 1 + T. The default (clipped, private centre, ranged frame) makes
+**5 passes** (4 with ``V_dp``; 6 when the scores are kept). Non-private
 references ride along existing passes and add none.
+
+The scores on the released directions are kept (:mod:`dppca_dask.graph.kept_scores`: Dask config
+``dppca.scores.keep``, by default for inputs of 64 MiB or more) by one pass that reads X; the
+R rounds after it read the kept n × K scores instead of X (bit-identical releases).
 
 Order of random draws: the loading noise; then, round by round, the score stage's draws for the
 pass just computed, then the scree stage's.
