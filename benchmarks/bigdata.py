@@ -8,7 +8,11 @@ through a LocalCluster of worker processes with a small ``memory_limit``, and pr
   and cells) and of the whole release;
 * worker peak RSS (VmHWM) against the memory limit, driver RSS over its idle size, spilled keys,
   and whether distributed warned about a large graph;
-* with ``--scaling``: the same release on 1 worker, for a 1 → 2 worker line.
+* with ``--scaling``: the same release on 1 worker, for a 1 → 2 worker line;
+* the same release with the scores on the released directions kept on the workers
+  (``dppca.scores.keep``, :mod:`dppca_dask.graph.kept_scores`) and without (every pass after the
+  Kendall pass re-reads X), in one run: the non-Kendall seconds and share of each, and whether
+  the two releases are bit-identical (``--keep both``, the default; ``true``/``false`` runs one).
 
     python benchmarks/bigdata.py                       # n = 1e7, p = 50 (~4 GB), 2 x 1 GiB workers
     python benchmarks/bigdata.py --n 2000000 --memory 400MiB --scaling
@@ -98,7 +102,7 @@ class _LargeGraph(logging.Handler):
             self.seen.append(record.getMessage()[:100])
 
 
-def run(path: Path, workers: int, memory: str, k: int) -> dict:
+def run(path: Path, workers: int, memory: str, k: int, keep: bool) -> dict:
     from distributed import Client, LocalCluster
 
     graph_log = _LargeGraph()
@@ -111,16 +115,30 @@ def run(path: Path, workers: int, memory: str, k: int) -> dict:
         with _Peak(os.getpid()) as peak, record_passes() as passes, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             start = time.perf_counter()
-            fit = dp_pca(str(path), privacy=privacy_control(eps=1.0, delta=1e-6), k=k,
-                         scree_control=clipped_control(C_clip=40.0), pairs="auto",
-                         calibration="analytic", sensitivity="tight", rng=3)
+            with dask.config.set({"dppca.scores.keep": keep}):
+                fit = dp_pca(str(path), privacy=privacy_control(eps=1.0, delta=1e-6), k=k,
+                             scree_control=clipped_control(C_clip=40.0), pairs="auto",
+                             calibration="analytic", sensitivity="tight", rng=3)
             seconds = time.perf_counter() - start
         hwm = list(client.run(_vmhwm).values())
         spilled = sum(client.run(_spilled).values())
     logging.getLogger("distributed").removeHandler(graph_log)
     return {"seconds": seconds, "passes": passes, "idle": idle, "hwm": hwm,
             "driver": peak.peak - driver, "spilled": spilled, "large_graph": graph_log.seen,
-            "pairs": fit.loading.metadata["pairs"], "pve": fit.scree.pve.values[0]}
+            "pairs": fit.loading.metadata["pairs"], "pve": fit.scree.pve.values[0],
+            "release": _release(fit)}
+
+
+def _release(fit) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    """Every released array of the three parts (to compare two runs bit for bit)."""
+    return {f"{name}/{var}": part.dataset[var].values
+            for name, part in (("loading", fit.loading), ("scree", fit.scree),
+                               ("score", fit.score))
+            for var in part.dataset.data_vars}
+
+
+def _kendall_seconds(passes) -> float:  # type: ignore[no-untyped-def]
+    return sum(r.seconds for r in passes if any(o.startswith("Kendall") for o in r.outputs))
 
 
 def main() -> None:
@@ -134,6 +152,9 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where the store goes (kept for reuse)")
     parser.add_argument("--scaling", action="store_true", help="also run on 1 worker")
     parser.add_argument("--quick", action="store_true", help="n = 400 000 smoke run")
+    parser.add_argument("--keep", choices=["both", "true", "false"], default="both",
+                        help="keep the scores on the workers (dppca.scores.keep); both: each, "
+                             "in one run")
     args = parser.parse_args()
     n = 400_000 if args.quick else args.n
     base = Path(args.dir or tempfile.gettempdir()) / f"dppca-bigdata-{n}x{args.p}.zarr"
@@ -143,14 +164,20 @@ def main() -> None:
           f"float64; n = {n:,}, p = {args.p}, {args.chunk}-row chunks; "
           f"{time.perf_counter() - start:.0f} s to write or find)")
     limit = dask.utils.parse_bytes(args.memory)
-    runs = [args.workers] + ([1] if args.scaling and args.workers != 1 else [])
+    keeps = {"both": [False, True], "true": [True], "false": [False]}[args.keep]
+    runs = [(w, keep) for w in [args.workers] + ([1] if args.scaling and args.workers != 1
+                                                  else []) for keep in keeps]
     results = {}
-    for workers in runs:
-        r = run(base, workers, args.memory, args.k)
-        results[workers] = r
+    for workers, keep in runs:
+        r = run(base, workers, args.memory, args.k, keep)
+        results[workers, keep] = r
+        kendall = _kendall_seconds(r["passes"])
+        rest = r["seconds"] - kendall
         print(f"\n{workers} worker(s) x {args.memory} (store = "
-              f"{8 * n * args.p / (workers * limit):.1f}x their total memory): dp_pca "
-              f"pairs='auto' -> {r['pairs']}: {r['seconds']:.1f} s")
+              f"{8 * n * args.p / (workers * limit):.1f}x their total memory), scores "
+              f"{'kept' if keep else 'not kept'}: dp_pca pairs='auto' -> {r['pairs']}: "
+              f"{r['seconds']:.1f} s (Kendall {kendall:.1f} s; everything else {rest:.1f} s = "
+              f"{rest / r['seconds']:.0%})")
         for rec in r["passes"]:
             print(f"  pass {rec.index}: {rec.seconds:7.1f} s  {', '.join(rec.outputs)}  "
                   f"({rec.tasks:,} tasks)")
@@ -160,8 +187,20 @@ def main() -> None:
         print(f"  driver: +{r['driver'] / MIB:,.0f} MiB over its idle size; spilled keys: "
               f"{r['spilled']}; large-graph warnings: {len(r['large_graph'])}")
         print(f"  private PVE of the first {args.k} PCs: {np.round(r['pve'], 3).tolist()}")
-    if len(results) == 2:
-        one, many = results[1]["seconds"], results[args.workers]["seconds"]
+    for workers in dict.fromkeys(w for w, _ in runs):
+        if (workers, False) in results and (workers, True) in results:
+            apart, kept = results[workers, False], results[workers, True]
+            same = all(np.array_equal(apart["release"][key], kept["release"][key])
+                       for key in apart["release"])
+            rest = [r["seconds"] - _kendall_seconds(r["passes"]) for r in (apart, kept)]
+            print(f"\nkept scores, {workers} worker(s): everything but the Kendall pass "
+                  f"{rest[0]:.1f} s -> {rest[1]:.1f} s ({rest[1] / rest[0]:.2f}x; share "
+                  f"{rest[0] / apart['seconds']:.0%} -> {rest[1] / kept['seconds']:.0%}); "
+                  f"whole release {apart['seconds']:.1f} s -> {kept['seconds']:.1f} s; "
+                  f"releases {'bit-identical' if same else 'DIFFER'}")
+    if args.scaling and args.workers != 1:
+        last = keeps[-1]
+        one, many = results[1, last]["seconds"], results[args.workers, last]["seconds"]
         print(f"\nscaling: 1 worker {one:.1f} s, {args.workers} workers {many:.1f} s "
               f"({one / many:.2f}x)")
         rate = n / many / args.workers

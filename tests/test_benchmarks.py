@@ -1,4 +1,5 @@
-"""Smoke test of benchmarks/kendall.py --quick: every section runs; no timing assertions."""
+"""Smoke tests of benchmarks: kendall.py --quick runs every section; scale.py's graphs and their
+no-op copies. No timing assertions."""
 
 from __future__ import annotations
 
@@ -29,3 +30,23 @@ def test_benchmark_kendall__quick_mode_runs_every_section(capsys):
     assert ooc[0][3].endswith("identical: True")  # out-of-core output = in-memory output
     out = capsys.readouterr().out
     assert "fused/unfused p=50" in out and "pair_block=512" in out
+
+
+def test_benchmark_scale__graphs_and_their_no_op_copies(tmp_path):
+    """benchmarks/scale.py's graph part at a small n: the no-op copy has the graph's keys and
+    dependencies and runs to the same keys; the kept-scores round has far fewer tasks."""
+    import dask
+
+    from tests.helpers import benchmark_module
+
+    with benchmark_module("scale", "bench_scale") as bench:
+        x = bench.empty_store(tmp_path / "v.zarr", 200_000, 10, 4096)
+        built = bench.build_graphs(x, 3)
+        tasks = {}
+        for name, (obj, _) in built.items():
+            graph, keys = bench.materialize(obj)
+            noops = bench.noop_graph(graph)
+            assert noops.keys() == graph.keys()
+            assert dask.get(noops, keys) in (None, [None], (None,))
+            tasks[name] = len(graph)
+    assert tasks["one round on the kept scores"] * 5 < tasks["one round on X (before)"]

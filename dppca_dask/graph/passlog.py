@@ -3,9 +3,10 @@
 Every data pass of every estimator goes through :func:`dppca_dask.graph.compute.compute` (the
 single computation point). :func:`record_passes` wraps whatever that point currently routes to
 (the in-process scheduler, or a distributed client attached by :mod:`dppca_dask.pipeline.cluster`) and
-records, for each call, what was computed (the graph's output names), how many tasks its graph
-had and how long it took. Each computation reads the input once, so the number of records is
-the number of reads of the input. Nothing here sees data values.
+records, for each call -- and for each :func:`~dppca_dask.graph.compute.persist`, which keeps the
+scores on the released directions (:mod:`dppca_dask.graph.kept_scores`) -- what was computed (the graph's output names), how many tasks its graph
+had and how long it took. Each computation reads the input once -- or, after a persist, the
+kept scores instead -- so the number of records is the number of passes over the data. Nothing here sees data values.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ _KNOWN = {  # task names (kernel functions) -> what the pass computes, in report
     "radius_counts": "score frame: radius counts",
     "bin_counts": "score histogram: cell counts",
     "project": "observed scores (non-private reference)",
+    "dppca-kept-scores": "scores on the released directions, kept on the workers",
 }
 
 
@@ -106,23 +108,27 @@ def record_passes(on_pass: Callable[[PassRecord], None] | None = None
     (1, ('sum-aggregate',))
     """
     previous = graph._COMPUTE.get()
+    previous_persist = graph.current_persist()
     log: list[PassRecord] = []
 
-    def timed(*objs: Any) -> tuple[Any, ...]:
+    def logged(objs: tuple[Any, ...], work: Callable[[], Any]) -> Any:
         names = set().union(*(_graph_names(o) for o in objs)) if objs else set()
         known = _describe(names, "")
         outputs = tuple(known if known != [""] else dict.fromkeys(_name(o) for o in objs))
         tasks = _tasks(objs)
         start = time.perf_counter()
-        if previous is not None:
-            out = previous(*objs)
-        else:
-            with graph.use_compute(None):  # type: ignore[arg-type]  # the default path
-                out = graph.compute(*objs)
+        with graph.use_compute(previous, previous_persist):  # the routes this block found
+            out = work()
         log.append(PassRecord(len(log) + 1, outputs, tasks, time.perf_counter() - start))
         if on_pass is not None:
             on_pass(log[-1])
         return out
 
-    with graph.use_compute(timed):
+    def timed(*objs: Any) -> tuple[Any, ...]:
+        return logged(objs, lambda: graph.compute(*objs))
+
+    def timed_persist(obj: Any) -> Any:
+        return logged((obj,), lambda: graph.persist(obj))
+
+    with graph.use_compute(timed, timed_persist):
         yield log

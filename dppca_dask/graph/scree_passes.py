@@ -5,7 +5,8 @@ the driver (:mod:`dppca_dask.graph.rounds`) gathers every request that is ready,
 evaluates them **together in one computation** -- one read of X per round, whatever the number
 of methods and components.
 
-* :class:`ScoresBackend` -- the real one: scores Y = X·V as a lazy dask array on X's row chunks,
+* :class:`ScoresBackend` -- the real one: scores Y = X·V as a lazy dask array on X's row chunks
+  (or the scores kept once by :func:`~dppca_dask.graph.kept_scores.keep_scores`),
   each request a fixed-order tree sum over row blocks (:func:`~dppca_dask.graph.passes.row_block_sum`)
   of a kernel of :mod:`dppca_dask.kernels.scree`, all computed by one
   :func:`~dppca_dask.graph.compute.compute` call. The Huber m₂ pairs need blocks cut on the
@@ -27,6 +28,7 @@ import dask.array as da
 import numpy as np
 
 from dppca_dask.graph.compute import compute
+from dppca_dask.graph.kept_scores import Scores
 from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.graph.rounds import DaskBackend
 from dppca_dask.kernels import scree as kernels
@@ -96,27 +98,32 @@ class ScoresBackend(DaskBackend):
     other request (a lazy Dask object of another stage) is computed as it is, in the same round.
     """
 
-    def __init__(self, x: da.Array, directions: np.ndarray) -> None:
+    def __init__(self, x: da.Array | Scores, directions: np.ndarray | None = None, *,
+                 k: int | None = None) -> None:
+        """On X and the directions (p × k), or on :class:`~dppca_dask.graph.kept_scores.Scores`
+        (kept or not) and their first ``k`` directions (default: all)."""
         super().__init__()
-        v = np.ascontiguousarray(directions, dtype=np.float64)
-        if len(x.chunks[1]) != 1:
-            x = x.rechunk({1: -1})
-        self.n = int(x.shape[0])
-        self.k = int(v.shape[1])
-        self.y = da.map_blocks(kernels.scores, x, v, chunks=(x.chunks[0], (self.k,)),
-                               dtype=np.float64, name="dppca-scree-scores")
+        if isinstance(x, Scores):
+            scores = x
+        else:
+            v = np.ascontiguousarray(directions, dtype=np.float64)
+            scores = Scores(x.rechunk({1: -1}) if len(x.chunks[1]) != 1 else x, v, kept=False)
+        self.k = scores.width if k is None else int(k)
+        self.n = int(scores.array.shape[0])
+        self.y = scores.scores(range(self.k))
+        self.leaves = scores.leaves  # kept scores: sums run on X's blocks, in groups
 
     def lower(self, request: Any) -> Any:
         if not isinstance(request, Request):
             return request
         fn, with_start = _KERNELS[request.kind]
-        y = self.y
-        if request.kind == "m2":
+        y, leaves = self.y, self.leaves
+        if request.kind == "m2":  # integer counts: exact on any blocks
             bounds = request.args[-1]
             target = max(int(np.max(self.y.chunks[0])), 2)
-            y = y.rechunk((_pair_chunks(self.n, bounds, target), (self.k,)))
+            y, leaves = y.rechunk((_pair_chunks(self.n, bounds, target), (self.k,))), None
         return row_block_sum(y, fn, *request.args, with_start=with_start,
-                             name=f"dppca-scree-{request.kind}")
+                             name=f"dppca-scree-{request.kind}", leaves=leaves)
 
 
 class NumpyScoresBackend:

@@ -27,17 +27,25 @@ __all__ = ["bin_counts", "bin_index", "center_counts", "distance_log_counts", "p
 
 
 def project(block: np.ndarray, directions: np.ndarray) -> np.ndarray:
-    """Scores of the rows of ``block`` on the columns of ``directions`` (p × 2).
+    """Scores of the rows of ``block`` on the columns of ``directions`` (p × m).
 
     The sum over variables runs in column order with elementwise operations (no BLAS), so each
-    row's result is bit-identical whatever the row chunking.
+    row's result is bit-identical whatever the row chunking, and each score column is the same
+    whatever other columns are computed beside it. ``directions`` may instead be m integer
+    positions: ``block`` then already holds scores (kept by
+    :func:`~dppca_dask.graph.kept_scores.keep_scores`) and those columns are returned as they
+    are.
 
     Examples
     --------
     >>> project(np.array([[1.0, 2.0], [3.0, 4.0]]), np.eye(2)[:, ::-1]).tolist()
     [[2.0, 1.0], [4.0, 3.0]]
+    >>> project(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([1])).tolist()
+    [[2.0], [4.0]]
     """
     block = np.asarray(block, dtype=np.float64)
+    if np.issubdtype(np.asarray(directions).dtype, np.integer):
+        return block[:, np.asarray(directions, dtype=np.intp)]  # X was checked when kept
     check_finite_block(block)
     v = np.asarray(directions, dtype=np.float64)
     out = np.zeros((block.shape[0], v.shape[1]), dtype=np.float64)

@@ -39,7 +39,7 @@ import numpy as np
 from dppca_dask.errors import BudgetError, UtilityWarning
 from dppca_dask.graph.passes import row_block_sum
 from dppca_dask.graph.rounds import Stage, run
-from dppca_dask.kernels.scores import center_counts, project, radius_counts
+from dppca_dask.kernels.scores import center_counts, radius_counts
 from dppca_dask.pca.frame_ranged import ranged_frame_stage, ranged_records
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import PrivacyBudget
@@ -73,7 +73,6 @@ __all__ = [
     "frame_budgets",
     "frame_records",
     "frame_stage",
-    "score_array",
     "smooth_frame",
     "smooth_sensitivity",
 ]
@@ -401,12 +400,6 @@ def smooth_sensitivity(values: np.ndarray, q: float, eps: float, delta: float) -
         widest = float(np.max(xs[r + t - 1] - xs[r + t - k - 2]))
         ss = max(ss, weight * widest)
     return float(xs[r - 1]), ss
-
-
-def score_array(x: da.Array, directions: np.ndarray) -> da.Array:
-    """The lazy n × 2 scores of ``x`` (columns in one chunk) on ``directions``."""
-    return da.map_blocks(project, x, directions, dtype=np.float64,
-                         chunks=(x.chunks[0], (directions.shape[1],)))
 
 
 def smooth_frame(

@@ -16,16 +16,20 @@ Stages, in order:
    (:func:`~dppca_dask.graph.rounds.gather`): each round batches the pending requests of both
    into one Dask computation, so the two stages share every read of the input.
 
-Number of reads of the input (Dask computations)::
+Number of passes over the data (Dask computations)::
 
-    reads = [1, unless V_dp is given] + max(R_scree, R_score)
+    passes = [1, unless V_dp is given] + [1 when the scores are kept] + max(R_scree, R_score)
 
 with R_score = 4 (the default ``frame="ranged"``: locate, refine and radius counts, cell counts;
 3 with ``"durfee"``/``"capped"``, 2 with ``"smooth"``) and R_scree = C + M: C = 2 for the
 private centre (1 empirical, 0 public constants) and M the largest over the requested methods of
-clipped 1, pmwm 2, huber 1 + T. The default (clipped, private centre, ranged frame) reads the
-input **5 times** (4 with ``V_dp``). Non-private
+clipped 1, pmwm 2, huber 1 + T. The default (clipped, private centre, ranged frame) makes
+**5 passes** (4 with ``V_dp``; 6 when the scores are kept). Non-private
 references ride along existing passes and add none.
+
+The scores on the released directions are kept (:mod:`dppca_dask.graph.kept_scores`: Dask config
+``dppca.scores.keep``, by default for inputs of 64 MiB or more) by one pass that reads X; the
+R rounds after it read the kept n × K scores instead of X (bit-identical releases).
 
 Order of random draws: the loading noise; then, round by round, the score stage's draws for the
 pass just computed, then the scree stage's.
@@ -55,6 +59,7 @@ from dppca_dask._typing import (
     Sensitivity,
 )
 from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.kept_scores import keep_decision, keep_scores
 from dppca_dask.graph.rounds import gather, run
 from dppca_dask.graph.scree_passes import ScoresBackend
 from dppca_dask.io.data import DataSource, as_data
@@ -281,12 +286,14 @@ def fit_pca(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngSt
         shared = Directions(released.matrix, (prior_record(plan, SHARED),), SHARED)
     v = shared.matrix
 
+    scores = keep_scores(source.array, v[:, :kept_width(setup)], rounds=_rounds(setup, plan))
+    passes += scores.kept  # the pass that keeps the scores: every later round reads them
     score = score_stage(
-        source, plan, shared, setup, rng_state,
+        source, plan, shared, setup, rng_state, scores=scores,
         extra={"cpp_option": options.cpp_option, "v_dp_supplied": supplied is not None,
                "shared_directions": "dp_pca"})
     scree = scree_stage(source, plan, shared, setup, rng_state)
-    backend = ScoresBackend(source.array, v[:, :k])
+    backend = ScoresBackend(scores, k=k)
     score, scree = run(gather([score, scree]), backend)  # score first: its draws come first
     passes += backend.passes
 
@@ -316,9 +323,21 @@ def pca_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
     """
     records = [*directions_records(setup, budget), *scree_records(setup, budget),
                *score_records(setup, budget)]
-    passes = (setup.supplied is None) + max(scree_rounds(setup),
-                                            score_rounds(frame_method(setup, budget)))
-    return Plan(tuple(records), passes=passes)
+    rounds = _rounds(setup, budget)
+    keeps = keep_decision(setup.n, setup.p, kept_width(setup), rounds)
+    return Plan(tuple(records), passes=(setup.supplied is None) + keeps + rounds)
+
+
+def kept_width(setup: Setup) -> int:
+    """K, the directions the passes after the loading release read: the scree's k and the
+    score plot's axes."""
+    assert setup.k is not None
+    return max(setup.k, *setup.options.axes)
+
+
+def _rounds(setup: Setup, budget: BudgetPlan) -> int:
+    """The passes after the directions: the scree and the score stages side by side."""
+    return max(scree_rounds(setup), score_rounds(frame_method(setup, budget)))
 
 
 def plan_pca(n: int, p: int, budget: BudgetPlan, *, k: int | None = None,

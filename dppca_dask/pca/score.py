@@ -38,6 +38,7 @@ from dppca_dask._typing import (
 )
 from dppca_dask.graph.groups import label_strings
 from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.kept_scores import Scores, keep_decision, keep_scores
 from dppca_dask.graph.rounds import Stage, run
 from dppca_dask.io.data import DataSource, as_data
 from dppca_dask.pca.directions import (
@@ -52,7 +53,6 @@ from dppca_dask.pca.frame import (
     Frame,
     frame_records,
     frame_stage,
-    score_array,
     smooth_frame,
 )
 from dppca_dask.pca.frame_ranged import RANGED_MIN_N_EPS
@@ -246,8 +246,10 @@ def fit_score(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: Rng
     """Run dp_score on a validated source and bound options (the CLI's ``score`` task too)."""
     plan.spend("score")  # spendable (never prior): checked before any data pass
     directions, _ = release_directions(source, plan, setup, rng_state)
+    scores = keep_scores(source.array, directions.matrix[:, :max(setup.options.axes)],
+                         rounds=score_rounds(frame_method(setup, plan)))
     return run(score_stage(
-        source, plan, directions, setup, rng_state,
+        source, plan, directions, setup, rng_state, scores=scores,
         extra={"cpp_option": setup.options.cpp_option,
                "v_dp_supplied": setup.supplied is not None})).result
 
@@ -269,10 +271,12 @@ def score_stage(
     rng_state: RngState,
     *,
     extra: dict[str, Any],
+    scores: Scores | None = None,
 ) -> Stage[Part[ScoreResult]]:
     """The score stage after the directions (:mod:`dppca_dask.graph.rounds`): the frame's
     passes, then the cell counts; returns the :class:`ScoreResult` (``released``: the
-    directions and their ledger entries)."""
+    directions and their ledger entries). Its passes read ``scores`` (the directions'
+    :class:`~dppca_dask.graph.kept_scores.Scores`, kept or not; default: X itself)."""
     options = setup.options
     axes, m_bins, methods = options.axes, setup.m_bins, options.score_methods
     frame = frame_method(setup, plan)
@@ -289,27 +293,31 @@ def score_stage(
 
     frame_budget, hist_budget = score_split(plan.spend("score"), frame)
     v2 = np.ascontiguousarray(released.matrix[:, [axes[0] - 1, axes[1] - 1]])
+    if scores is None:
+        scores = Scores(source.array, released.matrix, kept=False)
+    cols = [axes[0] - 1, axes[1] - 1]
+    data, dirs = scores.operand(cols)  # X and v2, or the kept scores and their positions
     labels = (f"PC{axes[0]}", f"PC{axes[1]}")
 
     observed = None
     if frame != "smooth":
         fr, frame_ledger = yield from frame_stage(
-            frame, source.array, v2, n=source.n, eps=frame_budget.eps,
+            frame, data, dirs, n=source.n, eps=frame_budget.eps,
             rng=state.generator, labels=labels)
     else:
-        (observed,) = yield (score_array(source.array, v2),)
+        (observed,) = yield (scores.scores(cols),)
         fr, frame_ledger = smooth_frame(
             observed, budget=frame_budget,
             rng=state.generator, labels=labels)
     x_breaks, y_breaks = frame_breaks(fr, m_bins)
     if isinstance(groups, da.Array):
-        lazy = [grouped_bin_count_pass(source.array, groups, v2, x_breaks, y_breaks,
+        lazy = [grouped_bin_count_pass(data, groups, dirs, x_breaks, y_breaks,
                                        plan.owner)]
     else:
-        lazy = [bin_count_pass(source.array, v2, x_breaks, y_breaks, codes,
+        lazy = [bin_count_pass(data, dirs, x_breaks, y_breaks, codes,
                                0 if levels is None else len(levels))]
     if non_private and observed is None:
-        lazy.append(score_array(source.array, v2))
+        lazy.append(scores.scores(cols))
     if non_private and lazy_groups:  # the NOT-private reference holds n scores: and n labels
         lazy.append(groups)
     computed = yield tuple(lazy)
@@ -457,8 +465,9 @@ def score_rounds(frame: str) -> int:
 def score_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
     """What ``dp_score`` spends and how often it reads X, for bound options."""
     records = [*directions_records(setup, budget), *score_records(setup, budget)]
-    return Plan(tuple(records), passes=(setup.supplied is None)
-                + score_rounds(frame_method(setup, budget)))
+    rounds = score_rounds(frame_method(setup, budget))
+    keeps = keep_decision(setup.n, setup.p, max(setup.options.axes), rounds)
+    return Plan(tuple(records), passes=(setup.supplied is None) + keeps + rounds)
 
 
 def plan_score(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str] | None = None,

@@ -38,6 +38,7 @@ from dppca_dask._typing import (
     Sensitivity,
 )
 from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
+from dppca_dask.graph.kept_scores import keep_decision, keep_scores
 from dppca_dask.graph.moments import moments
 from dppca_dask.graph.rounds import Stage, chain, counted, gather, once, run
 from dppca_dask.graph.scree_passes import ScoresBackend
@@ -243,7 +244,9 @@ def fit_scree(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: Rng
     plan.spend("scree")  # spendable (never prior): checked before any data pass
     assert setup.k is not None
     directions, _ = release_directions(source, plan, setup, rng_state)
-    backend = ScoresBackend(source.array, directions.matrix[:, :setup.k])
+    scores = keep_scores(source.array, directions.matrix[:, :setup.k],
+                         rounds=scree_rounds(setup))
+    backend = ScoresBackend(scores)
     return run(scree_stage(source, plan, directions, setup, rng_state, lockstep=lockstep),
                backend).result
 
@@ -398,7 +401,10 @@ def scree_records(setup: Setup, budget: BudgetPlan) -> list[SpendRecord]:
 def scree_plan_of(setup: Setup, budget: BudgetPlan) -> Plan:
     """What ``dp_scree`` spends and how often it reads X, for bound options."""
     records = [*directions_records(setup, budget), *scree_records(setup, budget)]
-    return Plan(tuple(records), passes=(setup.supplied is None) + scree_rounds(setup))
+    rounds = scree_rounds(setup)
+    assert setup.k is not None
+    keeps = keep_decision(setup.n, setup.p, setup.k, rounds)
+    return Plan(tuple(records), passes=(setup.supplied is None) + keeps + rounds)
 
 
 def plan_scree(n: int, p: int, budget: BudgetPlan, *, methods: Sequence[str],

@@ -283,8 +283,12 @@ def _warn_if_exposed(config: LocalClusterConfig | SlurmClusterConfig) -> None:
 
 
 def _client_compute(client: Any, progress: bool, config: AnyCluster, where: str,
-                    lost: Callable[[], None]) -> Callable[..., tuple[Any, ...]]:
-    from distributed import KilledWorker
+                    lost: Callable[[], None]
+                    ) -> tuple[Callable[..., tuple[Any, ...]], Callable[[Any], Any]]:
+    """The routes of :func:`~dppca_dask.graph.compute.compute` and
+    :func:`~dppca_dask.graph.compute.persist` through ``client``: each submits its graph, then
+    waits under the watchdog (bounded waits, the progress bar when asked)."""
+    from distributed import KilledWorker, futures_of
     from distributed import progress as show_progress
     from distributed import wait as wait_for
     from distributed.comm.core import CommClosedError
@@ -296,13 +300,15 @@ def _client_compute(client: Any, progress: bool, config: AnyCluster, where: str,
         lost()
         return ClusterError(_LOST.format(where=where) + ".")
 
-    def run(*objs: Any) -> tuple[Any, ...]:
+    def submitted(submit: Callable[[], Any], futures_in: Callable[[Any], list[Any]],
+                  finish: Callable[[Any], Any]) -> Any:
         if client.status != "running":  # lost before this computation (e.g. between stages)
             raise gone()
         try:
-            futures = client.compute(list(objs), retries=config.retries)
+            out = submit()
         except OSError:  # submitting the graph failed: no task ran, so it is the connection
             raise gone() from None
+        futures = futures_in(out)
         watchdog = Watchdog(client, futures, timeout=timeout, stall_timeout=stall, where=where,
                             scheduler=scheduler)
         try:
@@ -317,7 +323,7 @@ def _client_compute(client: Any, progress: bool, config: AnyCluster, where: str,
                     continue
             if watchdog.fired:
                 raise ClusterError(f"{watchdog.reason}.")
-            return tuple(client.gather(futures))
+            return finish(out)
         except KilledWorker as exc:
             raise ClusterError(
                 f"Dask workers kept dying while running task {exc.task!r} (more than "
@@ -333,7 +339,23 @@ def _client_compute(client: Any, progress: bool, config: AnyCluster, where: str,
         finally:
             watchdog.stop()
 
-    return run
+    def run(*objs: Any) -> tuple[Any, ...]:
+        return tuple(submitted(lambda: client.compute(list(objs), retries=config.retries),
+                               list, client.gather))
+
+    def finished(kept: Any) -> Any:
+        for future in futures_of(kept):  # a failed task raises here, as gather would
+            if future.status == "error":
+                future.result()
+        return kept
+
+    def keep(obj: Any) -> Any:
+        """Persist ``obj`` on the workers (they spill it past their memory target, and the
+        scheduler recomputes a lost worker's blocks from its inputs) and wait for it."""
+        return submitted(lambda: client.persist(obj, retries=config.retries), futures_of,
+                         finished)
+
+    return run, keep
 
 
 def watch_timeouts(config: AnyCluster) -> tuple[float, float]:
@@ -486,7 +508,7 @@ def connect(
             if task_memory is not None:
                 check_task_memory(client, *task_memory)
             _allow_failures(client, config, stack)
-            with use_compute(_client_compute(client, progress, config, where, lost)):
+            with use_compute(*_client_compute(client, progress, config, where, lost)):
                 yield client
     finally:
         scheduler_log.removeFilter(quiet)
