@@ -35,8 +35,10 @@ from dppca_dask.results.plotters import plotter
 from dppca_dask.results.recorded import recorded_lines
 from dppca_dask.results.scree_utility import (
     INTERVAL_LEVEL,
+    cumulative_pve_lines,
     interval_lines,
     released_noise_lines,
+    sampling_lines,
     scree_intervals,
 )
 
@@ -209,29 +211,69 @@ class ScreeSummary:
 
 def scree_interval_lines(ds: xr.Dataset) -> list[str]:
     """The summary's interval lines of a scree dataset (none for a store written before the
-    intervals existed)."""
+    intervals existed): the scree values', the cumulative PVE's where stored, and the sampling
+    sd's (a different question, stated as such)."""
     if "scree_lower" not in ds:
         return []
-    return interval_lines([str(m) for m in ds["mechanism"].values],
-                          np.atleast_2d(ds["scree"].values), np.atleast_2d(ds["scree_lower"].values),
-                          np.atleast_2d(ds["scree_upper"].values))
+    methods = [str(m) for m in ds["mechanism"].values]
+    lines = interval_lines(methods, np.atleast_2d(ds["scree"].values),
+                           np.atleast_2d(ds["scree_lower"].values),
+                           np.atleast_2d(ds["scree_upper"].values))
+    if "cumulative_pve_lower" in ds:
+        lines += cumulative_pve_lines(methods, np.atleast_2d(ds["cumulative_pve"].values),
+                                      np.atleast_2d(ds["cumulative_pve_lower"].values),
+                                      np.atleast_2d(ds["cumulative_pve_upper"].values))
+    if "scree_sampling_sd" in ds:
+        lines += sampling_lines(methods, np.atleast_2d(ds["scree_sampling_sd"].values),
+                                np.atleast_2d(ds["scree"].values))
+    return lines
 
 
-def interval_variables(meta: Mapping[str, Any], scree_raw: np.ndarray) -> dict[str, Any]:
-    """``scree_lower``/``scree_upper``/``pve_lower``/``pve_upper`` (mechanism x component):
-    the intervals of :func:`~dppca_dask.results.scree_utility.scree_intervals`, post-processing
-    of the release (no budget)."""
+def _sampling_rows(meta: Mapping[str, Any]) -> list[int]:
+    """Per method, the rows its statistic averages over (pmwm in split mode: its mean set)."""
+    scree = meta["scree"]
+    n = int(meta["n"])
+    return [n - n // 2 if name == "pmwm" and scree["controls"][name].get("split_mode", True)
+            else n for name in scree["methods"]]
+
+
+def interval_variables(meta: Mapping[str, Any], scree_raw: np.ndarray,
+                       scree: np.ndarray | None = None) -> dict[str, Any]:
+    """``scree_lower``/``scree_upper``, ``pve_lower``/``pve_upper``,
+    ``cumulative_pve``/``cumulative_pve_lower``/``cumulative_pve_upper`` (mechanism x
+    component): the intervals of :func:`~dppca_dask.results.scree_utility.scree_intervals`, and
+    ``scree_sampling_sd`` from the released ``scree`` values -- post-processing of the release
+    (no budget)."""
     bounds = scree_intervals(meta, np.atleast_2d(scree_raw))
     what = (f"{100 * INTERVAL_LEVEL:g}% interval (simultaneous over the components) of the "
             "noise-free {stat} on the released directions and centre: it covers the noise, "
             "not the sampling variability; NaN: no interval for this method")
-    out = {}
-    for name, values, stat, side in zip(
-            ("scree_lower", "scree_upper", "pve_lower", "pve_upper"), bounds,
-            ("scree value", "scree value", "PVE", "PVE"), ("lower", "upper") * 2, strict=True):
+    names = ("scree_lower", "scree_upper", "pve_lower", "pve_upper", "cumulative_pve_lower",
+             "cumulative_pve_upper")
+    stats = ("scree value", "scree value", "PVE", "PVE", "cumulative PVE", "cumulative PVE")
+    out: dict[str, Any] = {}
+    for name, values, stat, side in zip(names, bounds, stats, ("lower", "upper") * 3,
+                                        strict=True):
         out[name] = (("mechanism", "component"), values,
                      {"private": 1, "interval_level": INTERVAL_LEVEL,
                       "description": f"{side} end of the " + what.format(stat=stat)})
+    if scree is not None:
+        values = np.atleast_2d(np.asarray(scree, dtype=np.float64))
+        total = values.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cumulative = np.where(total > 0, np.cumsum(values, axis=1) / total, np.nan)
+        out["cumulative_pve"] = (("mechanism", "component"), cumulative, {
+            "private": 1, "description": "private cumulative proportion of variance explained "
+            "over the k returned components (post-processing of scree)"})
+        rows = np.asarray(_sampling_rows(meta), dtype=np.float64)[:, None]
+        out["scree_sampling_sd"] = (("mechanism", "component"),
+                                    values * np.sqrt(2.0 / (rows - 1.0)), {
+            "private": 1, "assumption": "Gaussian scores",
+            "description": "sampling sd of each scree value if the scores along the released "
+            "direction were Gaussian: sqrt(2/(m - 1)) x the released value, m the rows "
+            "averaged (pmwm: its mean set); post-processing of the release, NOT covered by the "
+            "intervals (they cover the noise only); heavier tails make it larger, by about "
+            "sqrt((kurtosis - 1)/2)"})
     return out
 
 
@@ -289,7 +331,7 @@ def build_scree_result(
         kind="scree", n=n, p=len(variables), plan=plan, ledger=ledger, calibration=calibration,
         seeded=seeded, non_private=nonprivate is not None, extra={"scree": scree_meta},
     )
-    data_vars.update(interval_variables(meta, scree_raw))
+    data_vars.update(interval_variables(meta, scree_raw, scree))
     ds = xr.Dataset(
         data_vars,
         coords=coords,
