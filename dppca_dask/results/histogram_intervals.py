@@ -32,6 +32,7 @@ the sampling variability nor the frame's or directions' own noise.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -44,7 +45,7 @@ from dppca_dask.privacy.mechanisms import stability_histogram_parameters
 
 __all__ = ["GEOMETRIC_SPLIT", "LEVEL", "count_intervals", "discrete_gaussian_quantile",
            "discrete_laplace_quantile", "geometric_sum_bounds", "histogram_interval_lines",
-           "histogram_noise_half_width"]
+           "histogram_noise_half_width", "noise_quantile"]
 
 LEVEL = 0.95
 """Level of the cell intervals, simultaneous over the cells of one histogram."""
@@ -91,7 +92,10 @@ GEOMETRIC_SPLIT = (0.9, 0.05, 0.05)
 """The geometric histogram's α: the cells' |Z_k| ≤ t, the sum |Σ Z_k| ≤ u, W ≤ w."""
 
 
-def _quantile(method: str, record: Mapping[str, Any], cells: int, level: float) -> int:
+def noise_quantile(method: str, record: Mapping[str, Any], cells: int, level: float = LEVEL
+                   ) -> int:
+    """t: every |Z_k| of one histogram's K = ``cells`` draws is at most t at once with
+    probability ≥ ``level`` (the geometric's share of α: :data:`GEOMETRIC_SPLIT`)."""
     alpha = (1.0 - level) / cells
     if method == "add":
         return discrete_gaussian_quantile(float(record["scale"]), alpha)
@@ -121,6 +125,7 @@ def _chernoff(log_mgf: Any, cells: int, alpha: float, s_max: float, start: float
     return hi
 
 
+@functools.lru_cache(maxsize=64)
 def geometric_sum_bounds(scale: float, cells: int, level: float = LEVEL
                          ) -> tuple[float, float]:
     """``(u, w)`` for K = ``cells`` discrete Laplace draws of scale b: |Σ Z_k| ≤ u with
@@ -154,7 +159,7 @@ def histogram_noise_half_width(method: str, record: Mapping[str, Any], cells: in
     """Half-width in counts of a released cell's interval when every cell is released above 0
     (geometric: t + (u + τ's side)/2, about t; else t): what ``plan`` shows before any data is
     read."""
-    t = _quantile(method, record, cells, level)
+    t = noise_quantile(method, record, cells, level)
     if method != "geometric":
         return float(t)
     u, _ = geometric_sum_bounds(float(record["scale"]), cells, level)
@@ -168,7 +173,7 @@ def count_intervals(method: str, probability: np.ndarray, total: float, n_g: int
     """Lower and upper ends of the cell counts' intervals for one histogram (see the module)."""
     prob = np.asarray(probability, dtype=np.float64)
     cells = int(prob.size)
-    t = _quantile(method, record, cells, level)
+    t = noise_quantile(method, record, cells, level)
     if method == "geometric":
         released = prob * n_g
         positive = released > 1e-9

@@ -18,7 +18,8 @@ from dppca_dask._rformat import format_r_scalar
 from dppca_dask.privacy.accounting import gaussian_sigma
 
 __all__ = ["CLAMPED_SHARE", "INTERVAL_LEVEL", "RIGHT_BIN", "UNRELIABLE_SD", "cumulative_pve_lines",
-           "interval_lines", "noise_sds", "ratio_interval", "sampling_lines", "scree_intervals"]
+           "interval_lines", "noise_sds", "ratio_interval", "recorded_sds", "sampling_lines",
+           "scree_intervals"]
 
 UNRELIABLE_SD = 0.3
 """Relative noise sd above which a scree value is flagged: P(|N(0, r²)| > 0.5) > 10 %."""
@@ -150,6 +151,25 @@ def ratio_interval(low: np.ndarray, high: np.ndarray, sds: np.ndarray, inside: n
     return min(lo for lo, _ in accepted), max(hi for _, hi in accepted)
 
 
+RELEASE_STEP = {"clipped": "clipped mean", "pmwm": "winsorized mean"}
+"""The label of each method's final Gaussian release (its spend record's note)."""
+
+
+def recorded_sds(ledger: Sequence[Mapping[str, Any]], name: str, k: int) -> np.ndarray | None:
+    """The noise sd of each component's final release of method ``name``, from its spend
+    records' ``scale`` (None when the ledger does not state them all)."""
+    step = RELEASE_STEP.get(name)
+    if step is None:
+        return None
+    out = np.full(k, np.nan)
+    for record in ledger:
+        note = str(record.get("note", ""))
+        for j in range(k):
+            if note.startswith(f"{name} PC{j + 1}: {step}") and record.get("scale") is not None:
+                out[j] = float(record["scale"])
+    return None if np.isnan(out).any() else out
+
+
 def scree_intervals(metadata: Mapping[str, Any], raw: Sequence[Sequence[float]] | np.ndarray,
                     level: float = INTERVAL_LEVEL) -> tuple[np.ndarray, ...]:
     """Intervals (methods x components) for each method's noise-free statistics: the scree
@@ -159,7 +179,8 @@ def scree_intervals(metadata: Mapping[str, Any], raw: Sequence[Sequence[float]] 
 
     Post-processing of the release: ``raw`` (the released values before the monotone step,
     ``max(Y, 0)`` of a Gaussian draw ``Y`` about the statistic ``t``) and the noise sd of each
-    draw from public quantities and the released cut-offs (:func:`noise_sds`).
+    draw: its spend record's ``scale`` (:func:`recorded_sds`), else the formula from public
+    quantities and the released cut-offs (:func:`noise_sds`).
 
     **Scree.** With ``z`` the two-sided Bonferroni quantile over the k draws, every ``t_j`` lies
     in ``[max(raw_j − zσ_j, 0), raw_j + zσ_j]`` at once with probability ``level`` (``t_j ≥ 0``;
@@ -200,9 +221,12 @@ def scree_intervals(metadata: Mapping[str, Any], raw: Sequence[Sequence[float]] 
     for i, name in enumerate(scree["methods"]):
         if name not in EXACT_NOISE:
             continue
-        sds = np.asarray(noise_sds(name, scree["controls"][name], scree["releases"].get(name, {}),
-                                   n=n, k=k, eps=float(per["eps"]), delta=float(per["delta"]),
-                                   calibration=calibration), dtype=np.float64)
+        sds = recorded_sds(metadata.get("ledger", ()), name, k)
+        if sds is None:  # the formula (equal to 1e-7 relative: the certified σ is raised a hair)
+            sds = np.asarray(noise_sds(name, scree["controls"][name],
+                                       scree["releases"].get(name, {}), n=n, k=k,
+                                       eps=float(per["eps"]), delta=float(per["delta"]),
+                                       calibration=calibration), dtype=np.float64)
         lower[i] = np.maximum(values[i] - z * sds, 0.0)
         upper[i] = values[i] + z * sds
         low = np.where(values[i] <= 0.0, -z_clamp * sds, values[i])  # clamped: Y in [-z_c sd, 0]
