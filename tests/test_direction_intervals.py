@@ -128,6 +128,11 @@ def test_direction_intervals__in_the_dataset_summary_and_pca():
     assert ds["angle_upper"].attrs["method"].startswith("parametric bootstrap")
     assert np.all(ds["angle_upper"].values <= ds["angle_upper_guaranteed"].values)
     assert "angle_upper" in pca.loading.dataset
+    whole = repr(pca.summary())  # dp_pca's summary states every part's intervals
+    for line in ("95% intervals of the noise-free scree values",
+                 "95% bounds on the angle to the noise-free direction",
+                 "Frame search resolution", "95% intervals of the noise-free cell probabilities"):
+        assert line in whole, line
 
 
 def test_angle_bootstrap__depends_on_the_eigenvalues_only_and_is_reproducible():

@@ -278,7 +278,8 @@ def fit_pca(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngSt
     else:
         passes = 1
         loading = fitted
-        shared = Directions(released.matrix, (prior_record(plan, SHARED),), SHARED)
+        shared = Directions(released.matrix, (prior_record(plan, SHARED),), SHARED,
+                            released.angles, released.guaranteed)
     v = shared.matrix
 
     score = score_stage(

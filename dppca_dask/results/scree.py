@@ -31,6 +31,11 @@ from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
+from dppca_dask.results.direction_intervals import (
+    IDENTIFIABLE_DEGREES,
+    LEVEL,
+    direction_interval_lines,
+)
 from dppca_dask.results.plotters import plotter
 from dppca_dask.results.recorded import recorded_lines
 from dppca_dask.results.scree_utility import (
@@ -209,10 +214,11 @@ class ScreeSummary:
         return "\n".join(lines)
 
 
-def scree_interval_lines(ds: xr.Dataset) -> list[str]:
+def scree_interval_lines(ds: xr.Dataset, *, angles: bool = True) -> list[str]:
     """The summary's interval lines of a scree dataset (none for a store written before the
-    intervals existed): the scree values', the cumulative PVE's where stored, and the sampling
-    sd's (a different question, stated as such)."""
+    intervals existed): the scree values', the cumulative PVE's where stored, the sampling
+    sd's (a different question, stated as such) and, with ``angles``, the directions' angle
+    bounds where stored (dp_pca's summary takes them from its loading part)."""
     if "scree_lower" not in ds:
         return []
     methods = [str(m) for m in ds["mechanism"].values]
@@ -226,6 +232,11 @@ def scree_interval_lines(ds: xr.Dataset) -> list[str]:
     if "scree_sampling_sd" in ds:
         lines += sampling_lines(methods, np.atleast_2d(ds["scree_sampling_sd"].values),
                                 np.atleast_2d(ds["scree"].values))
+    if angles and "angle_upper" in ds:
+        guaranteed = ds.get("angle_upper_guaranteed")
+        lines += direction_interval_lines(
+            np.asarray(ds["angle_upper"].values), np.asarray(ds["direction_identifiable"].values),
+            guaranteed=None if guaranteed is None else np.asarray(guaranteed.values))
     return lines
 
 
@@ -277,6 +288,27 @@ def interval_variables(meta: Mapping[str, Any], scree_raw: np.ndarray,
     return out
 
 
+def angle_variables(angles: np.ndarray, guaranteed: np.ndarray | None) -> dict[str, Any]:
+    """The directions' angle bounds on the scree result (component): copies of the loading
+    release's (:mod:`~dppca_dask.results.direction_intervals`), post-processing."""
+    level = {"interval_level": LEVEL, "units": "degree"}
+    out: dict[str, Any] = {
+        "angle_upper": ("component", angles, {
+            "private": 1, **level, "description": f"{100 * LEVEL:g}% bound (simultaneous over "
+            "the components) on the angle between each direction and the noise-free one, from "
+            "the loading release (parametric bootstrap; approximate); 90: no bound"}),
+        "direction_identifiable": ("component", (angles < IDENTIFIABLE_DEGREES).astype(np.int8), {
+            "private": 1, "flag_values": [0, 1], "flag_meanings": "not_identifiable identifiable",
+            "description": f"1 when angle_upper is below {IDENTIFIABLE_DEGREES:g} degrees"}),
+    }
+    if guaranteed is not None:
+        out["angle_upper_guaranteed"] = ("component", guaranteed, {
+            "private": 1, **level, "description": f"{100 * LEVEL:g}% guaranteed (Davis-Kahan) "
+            "bound on the angle to the noise-free direction, from the loading release; 90: "
+            "no bound"})
+    return out
+
+
 def build_scree_result(
     *,
     methods: Sequence[str],
@@ -294,7 +326,12 @@ def build_scree_result(
     calibration: str,
     seeded: bool,
     scree_meta: dict[str, Any],
+    angles: np.ndarray | None = None,
+    guaranteed: np.ndarray | None = None,
 ) -> ScreeResult:
+    """The scree result; ``angles``/``guaranteed``: the loading release's angle bounds of the k
+    directions (degrees), stored as ``angle_upper``/``angle_upper_guaranteed`` with the flag
+    ``direction_identifiable`` when this fit released the directions."""
     k = directions.shape[1]
     coords = {
         "mechanism": coord_labels(methods),
@@ -332,6 +369,10 @@ def build_scree_result(
         seeded=seeded, non_private=nonprivate is not None, extra={"scree": scree_meta},
     )
     data_vars.update(interval_variables(meta, scree_raw, scree))
+    if angles is not None:
+        data_vars.update(angle_variables(np.asarray(angles, dtype=np.float64),
+                                         None if guaranteed is None
+                                         else np.asarray(guaranteed, dtype=np.float64)))
     ds = xr.Dataset(
         data_vars,
         coords=coords,
