@@ -34,7 +34,7 @@ The families and their noise-free statistics (what each interval claims to cover
 * covariance (ssp on the row-clipped data, public R = the 0.99 quantile of the row norms,
   ρ converted from (ε, 1e-5)): the entries of the clipped XᵀX/n and its eigenvalues.
 
-    python benchmarks/intervals.py                 # the table in docs/intervals.md (~30 min)
+    python benchmarks/intervals.py                 # the tables in docs/intervals.md (44 min, 2 shared cores)
     python benchmarks/intervals.py --runs 200 --eps 1
 
 Prints the per-cell table, then the summary (worst cell over the designs) as Markdown.
