@@ -197,7 +197,7 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     components_angle_bound_ : ndarray of shape (n_components,)
         95 % bounds (degrees, simultaneous over the components) on the angle between each
         private direction and the noise-free one: the loading release's parametric bootstrap
-        from the public noise law (approximate; above 50 features the guaranteed Davis-Kahan
+        from the public noise law (approximate; above 30 features the guaranteed Davis-Kahan
         bound; docs/intervals.md); 90 where the direction is not identifiable at this budget.
     components_identifiable_ : ndarray of shape (n_components,)
         Whether each bound is below 45 degrees (bool; False where the bound is NaN).

@@ -133,12 +133,14 @@ def geometric_sum_bounds(scale: float, cells: int, level: float = LEVEL
     with the exact moment generating functions; α = 1 − ``level``).
 
     >>> u, w = geometric_sum_bounds(4.0, 100)
-    >>> round(u), round(w)
-    (210, 337)
+    >>> round(u), round(w), geometric_sum_bounds(1e-4, 100)
+    (210, 337, (0.0, 0.0))
     """
     q = math.exp(-1.0 / scale)
+    if q < 1e-300:  # a vanishing scale (huge eps): the noise is 0 but with probability < 1e-300
+        return 0.0, 0.0
     alpha = 1.0 - level
-    s_max = -math.log(q)  # both MGFs are finite for s < 1/b
+    s_max = 1.0 / scale  # both MGFs are finite for s < 1/b
 
     def sum_mgf(s: float) -> float:
         return (2.0 * math.log1p(-q) - math.log1p(-q * math.exp(s))
