@@ -5,7 +5,8 @@ Public API
 Budgets
     :func:`privacy_control`; the persistent ledger for Python-API releases:
     :func:`accounting` (a context manager), :func:`ledger_accountant` (for ``ledger=``);
-    releases outside them: :func:`session_ledger` (in memory, not persistent)
+    releases outside them: :func:`session_ledger` (in memory, not persistent); what a planned
+    release's intervals will be, before any data is read: :func:`expected_widths`
 Estimators
     :func:`dp_loading`, :func:`dp_scree` (with :func:`clipped_control`, :func:`pmwm_control`,
     :func:`huber_control`), :func:`dp_score`, :func:`dp_pca` (all three on shared directions),
@@ -60,6 +61,7 @@ _WHERE: dict[str, str] = {
     "accounting": "dppca_dask.pipeline.notebook",
     "ledger_accountant": "dppca_dask.pipeline.notebook",
     "session_ledger": "dppca_dask.pipeline.notebook",
+    "expected_widths": "dppca_dask.pipeline.expected",
     "score_plot_control": "dppca_dask.plots.score",
     "scree_plot_control": "dppca_dask.plots.scree",
     "PrivacyControl": "dppca_dask.privacy.budget",
@@ -101,6 +103,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs
     from dppca_dask.pca.score import dp_score
     from dppca_dask.pca.scree import dp_scree
     from dppca_dask.pca.scree_controls import clipped_control, huber_control, pmwm_control
+    from dppca_dask.pipeline.expected import expected_widths
     from dppca_dask.pipeline.notebook import accounting, ledger_accountant, session_ledger
     from dppca_dask.plots.score import score_plot_control
     from dppca_dask.plots.scree import scree_plot_control
@@ -137,6 +140,7 @@ __all__ = [
     # budgets
     "PrivacyControl",
     "accounting",
+    "expected_widths",
     "ledger_accountant",
     "privacy_control",
     "session_ledger",

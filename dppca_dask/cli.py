@@ -344,13 +344,54 @@ def _json_ready(value: Any) -> Any:
     return value
 
 
+INTERVAL_EXTRAS = frozenset({
+    "cumulative_pve", "kendall_eigenvalue", "covariance_eigenvalue", "direction_identifiable",
+    "frame_center_cell_lower", "frame_center_cell_upper", "frame_radius_cell_lower",
+    "frame_radius_cell_upper", "frame_resolution", "scree_sampling_sd", "covariance_sampling_sd",
+})
+"""Variables ``inspect --json`` lists under ``intervals`` besides those with an
+``interval_level``: the values the intervals are about, the flags, the frame's resolution and
+the sampling sds."""
+
+INTERVAL_VALUES_MAX = 1000
+"""Larger interval variables (e.g. big histograms) are summarised (min, max), not listed."""
+
+
+def _interval_entry(var: Any) -> dict[str, Any]:
+    """One interval variable for ``inspect --json``: dims, coordinates, values (or min/max),
+    level, description, and its assumption where it has one."""
+    import numpy as np
+
+    values = var.values
+    entry: dict[str, Any] = {
+        "dims": [str(d) for d in var.dims],
+        "coords": {str(d): [str(v) for v in var[d].values] for d in var.dims
+                   if d in var.coords and var.sizes[d] <= INTERVAL_VALUES_MAX},
+        "level": var.attrs.get("interval_level"),
+        "description": var.attrs.get("long_name") or var.attrs.get("description"),
+    }
+    if "assumption" in var.attrs:
+        entry["assumption"] = var.attrs["assumption"]
+    if values.size <= INTERVAL_VALUES_MAX:
+        entry["values"] = values.tolist()
+    else:
+        finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values.ravel()
+        entry["values"] = None
+        entry["range"] = ([float(finite.min()), float(finite.max())] if finite.size
+                          else None)
+    return entry
+
+
 def _describe_result(result: Any, path: Path, report: Path | None) -> dict[str, Any]:
     """``inspect --json``: the kind, the store's variables (dims, shape, private flag; a result
-    of several parts, as dp_pca's, names them ``part/variable``), the release's metadata
-    (budgets, ledger, provenance) and the summary text."""
+    of several parts, as dp_pca's, names them ``part/variable``), the intervals (every variable
+    with an ``interval_level``, the values they are about, the flags, the frame's resolution
+    and the sampling sds: dims, coordinates, values), the release's metadata (budgets, ledger,
+    provenance) and the summary text."""
     nodes = ([(node.path.strip("/"), node.to_dataset()) for node in result.to_tree().subtree]
              if hasattr(result, "to_tree") else [("", result.dataset)])
     variables: dict[str, Any] = {}
+    intervals: dict[str, Any] = {}
     dims: dict[str, int] = {}
     for prefix, ds in nodes:
         dims.update({str(k): int(v) for k, v in ds.sizes.items()})
@@ -359,16 +400,20 @@ def _describe_result(result: Any, path: Path, report: Path | None) -> dict[str, 
             variables[key] = {"dims": [str(d) for d in var.dims],
                               "shape": [int(n) for n in var.shape],
                               "private": bool(var.attrs.get("private", 0))}
+            if name in ds.data_vars and ("interval_level" in var.attrs
+                                         or name in INTERVAL_EXTRAS):
+                intervals[key] = _interval_entry(ds[name])
     return _json_ready({
         "path": str(path), "kind": result.kind, "dims": dims, "variables": variables,
-        "metadata": result.metadata, "summary": repr(result.summary()),
+        "intervals": intervals, "metadata": result.metadata, "summary": repr(result.summary()),
         "report": None if report is None else str(report)})
 
 
 @main.command()
 @click.argument("output", type=click.Path(exists=False))
 @click.option("--json", "as_json", is_flag=True,
-              help="Print JSON: kind, path, dims, variables (dims, shape, private), metadata "
+              help="Print JSON: kind, path, dims, variables (dims, shape, private), "
+                   "intervals (each interval variable's dims, coordinates and values), metadata "
                    "(budgets, ledger, provenance) and the summary text.")
 @_handle_errors
 def inspect(output: str, as_json: bool) -> None:

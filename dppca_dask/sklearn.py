@@ -189,6 +189,18 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Lower and upper ends of the 95 % intervals (simultaneous over the components) of the
         noise-free scree values; NaN for ``huber``. Post-processing: they cover the noise, not
         the sampling variability (:func:`~dppca_dask.results.scree_utility.scree_intervals`).
+    explained_variance_ratio_interval_ : ndarray of shape (2, n_components)
+        The same for the PVE over the k components (Fieller intervals, simultaneous).
+    explained_variance_sampling_sd_ : ndarray of shape (n_components,)
+        A different question: each scree value's sampling sd if the scores were Gaussian,
+        ``sqrt(2/(m - 1))`` times the value (m the rows averaged); not in the intervals above.
+    components_angle_bound_ : ndarray of shape (n_components,)
+        95 % bounds (degrees, simultaneous over the components) on the angle between each
+        private direction and the noise-free one: the loading release's parametric bootstrap
+        from the public noise law (approximate; above 30 features the guaranteed Davis-Kahan
+        bound; docs/intervals.md); 90 where the direction is not identifiable at this budget.
+    components_identifiable_ : ndarray of shape (n_components,)
+        Whether each bound is below 45 degrees (bool; False where the bound is NaN).
     n_components_, n_features_in_, feature_names_in_
         k, p and the column names (DataFrame input only).
     result_ : ScreeResult
@@ -290,9 +302,19 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.components_ = np.ascontiguousarray(directions.T, dtype=np.float64)
         self.explained_variance_ = np.asarray(scree[0], dtype=np.float64)
         ds = result.dataset
-        self.explained_variance_interval_ = np.vstack([  # (lower, upper) x component
-            ds[f"scree_{side}"].transpose(..., "component").values.reshape(-1, result.k)[0]
-            for side in ("lower", "upper")]).astype(np.float64)
+        def first_row(name: str) -> np.ndarray:  # one method's row, (method, component)
+            return np.asarray(ds[name].transpose(..., "component").values.reshape(
+                -1, result.k)[0], dtype=np.float64)
+
+        self.explained_variance_interval_ = np.vstack(  # (lower, upper) x component
+            [first_row("scree_lower"), first_row("scree_upper")])
+        self.explained_variance_ratio_interval_ = np.vstack(
+            [first_row("pve_lower"), first_row("pve_upper")])
+        self.explained_variance_sampling_sd_ = first_row("scree_sampling_sd")
+        self.components_angle_bound_ = (
+            np.asarray(ds["angle_upper"].values, dtype=np.float64) if "angle_upper" in ds
+            else np.full(result.k, np.nan))
+        self.components_identifiable_ = self.components_angle_bound_ < 45.0
         self.n_components_ = int(result.k)
         if _out_of_core(X):
             self.n_features_in_ = int(directions.shape[0])
@@ -358,6 +380,17 @@ class DPCovariance(BaseEstimator):
     ----------
     covariance_ : ndarray of shape (n_features, n_features)
         The private XᵀX/n of the clipped data (uncentred).
+    covariance_interval_ : ndarray of shape (2, n_features, n_features)
+        Lower and upper ends of the 95 % intervals (simultaneous over the entries) of the
+        noise-free clipped XᵀX/n, from the measurements and their public noise; unmeasured
+        entries get the public range. Post-processing: they cover the noise, not the sampling
+        variability (:func:`~dppca_dask.results.covariance_intervals.covariance_intervals`).
+    covariance_eigenvalue_interval_ : ndarray of shape (2, n_features)
+        The same for its eigenvalues (decreasing), when every entry was measured (``ssp``,
+        ``auto``); NaN otherwise.
+    covariance_sampling_sd_ : ndarray of shape (n_features, n_features)
+        A different question: each entry's sampling sd if the rows were Gaussian with mean 0;
+        not in the intervals above.
     location_ : ndarray of shape (n_features,)
         Only with PACE-GGM's ``mean="measure"``: the private column means of the clipped data.
     n_features_in_, feature_names_in_
@@ -420,6 +453,17 @@ class DPCovariance(BaseEstimator):
         result = dp_covariance(data, rho=self.rho, eps=self.eps, delta=self.delta,
                                bounds=self.bounds, rng=rng, **options)
         self.covariance_ = np.asarray(result.covariance.values, dtype=np.float64)
+        ds = result.dataset
+        self.covariance_interval_ = np.stack([
+            np.asarray(ds["covariance_lower"].values, dtype=np.float64),
+            np.asarray(ds["covariance_upper"].values, dtype=np.float64)])
+        p = self.covariance_.shape[0]
+        self.covariance_eigenvalue_interval_ = (
+            np.vstack([np.asarray(ds["covariance_eigenvalue_lower"].values, dtype=np.float64),
+                       np.asarray(ds["covariance_eigenvalue_upper"].values, dtype=np.float64)])
+            if "covariance_eigenvalue_lower" in ds else np.full((2, p), np.nan))
+        self.covariance_sampling_sd_ = np.asarray(ds["covariance_sampling_sd"].values,
+                                                  dtype=np.float64)
         if "mean_measurement" in result.dataset:  # a private mean was released
             self.location_ = np.asarray(result.dataset["mean_measurement"].values,
                                         dtype=np.float64)

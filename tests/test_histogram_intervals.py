@@ -17,9 +17,11 @@ from dppca_dask.privacy.accounting import ledger_to_dicts
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.rng import as_rng
 from dppca_dask.results.histogram_intervals import (
+    GEOMETRIC_SPLIT,
     LEVEL,
     discrete_gaussian_quantile,
     discrete_laplace_quantile,
+    geometric_sum_bounds,
     histogram_interval_variables,
 )
 
@@ -51,6 +53,43 @@ def test_histogram_intervals__simultaneous_coverage_of_the_noise_free_cells(meth
         ok &= np.all((plo <= counts[0] / n + 1e-15) & (counts[0] / n - 1e-15 <= phi))
         covered += bool(ok)
     assert covered >= binom.ppf(0.001, RUNS, LEVEL), covered
+
+
+def test_geometric_intervals__about_t_not_2t_when_few_cells_are_empty():
+    """A histogram whose cells all hold many counts: the projection's shift is bounded by the
+    sum of the noise, so a released cell's half-width is t plus a little (at most 1.25 t),
+    not the 2t of |tau| <= t alone; and the intervals still cover."""
+    counts = np.full((1, 6, 6), 300, dtype=np.int64)
+    n = int(counts.sum())
+    budget = PrivacyBudget(0.5, 1e-5)
+    t = discrete_laplace_quantile(4.0, (1 - LEVEL) * GEOMETRIC_SPLIT[0] / 36)
+    covered = 0
+    for seed in range(100):
+        hist = release_histograms(counts, np.array([n]), methods=["geometric"], budget=budget,
+                                  calibration="analytic", rng=as_rng(seed, owner="test").generator)
+        out = histogram_interval_variables(hist.methods, hist.probability, hist.total,
+                                           np.array([n]), ledger_to_dicts(hist.records),
+                                           ("mechanism", "y_bin", "x_bin"))
+        lo, hi = out["count_lower"][1][0], out["count_upper"][1][0]
+        assert np.all((hi - lo) / 2 <= 1.25 * t), ((hi - lo).max() / 2, t)
+        covered += bool(np.all((lo <= counts[0]) & (counts[0] <= hi)))
+    assert covered >= binom.ppf(0.001, 100, LEVEL)
+
+
+def test_geometric_sum_bounds__hold_and_are_not_needlessly_wide():
+    """Simulated sums of K discrete Laplace draws (a difference of two geometrics): |sum Z|
+    exceeds u and sum max(-Z, 0) exceeds w at most at their levels (binomial 1e-6 band), and
+    the Chernoff bounds are within 1.5x the simulated quantiles."""
+    scale, cells, runs = 4.0, 100, 20000
+    u, w = geometric_sum_bounds(scale, cells)
+    g = np.random.default_rng(20261206)
+    q = math.exp(-1 / scale)
+    z = g.geometric(1 - q, size=(runs, cells)) - g.geometric(1 - q, size=(runs, cells))
+    total, tail = np.abs(z.sum(axis=1)), np.maximum(-z, 0).sum(axis=1)
+    a_u, a_w = (1 - LEVEL) * GEOMETRIC_SPLIT[1], (1 - LEVEL) * GEOMETRIC_SPLIT[2]
+    assert np.sum(total > u) <= binom.isf(1e-6, runs, a_u)
+    assert np.sum(tail > w) <= binom.isf(1e-6, runs, a_w)
+    assert u <= 1.5 * np.quantile(total, 1 - a_u) and w <= 1.5 * np.quantile(tail, 1 - a_w)
 
 
 def test_noise_quantiles__exact_tails():

@@ -13,8 +13,10 @@ DRAWS = {"normal", "laplace", "gumbel", "exponential", "integers", "random", "ch
          "uniform", "standard_normal", "random_raw", "permutation", "shuffle", "geometric",
          "binomial", "poisson"}
 # Outside privacy/, only these draw random numbers, and none of them for privacy: synthetic
-# samples from released histograms (post-processing), the demo data, the R RNG emulator.
-POST_PROCESSING_SAMPLERS = {"results/sampling.py", "io/datasets.py", "testing.py"}
+# samples from released histograms (post-processing), the demo data, the R RNG emulator, the
+# directions' angle bootstrap (post-processing of released eigenvalues, a fixed public stream).
+POST_PROCESSING_SAMPLERS = {"results/sampling.py", "io/datasets.py", "testing.py",
+                            "results/noise_bootstrap.py"}
 
 
 def _modules() -> list[Path]:

@@ -36,12 +36,17 @@ class Directions:
     """Private directions (p × k', columns PC1..) and the ledger entries that released them.
 
     ``origin``: ``"dp_loading"`` (released by this fit's loading stage), :data:`SHARED`,
-    ``"supplied dp_loading result"`` or ``"supplied matrix"``.
+    ``"supplied dp_loading result"`` or ``"supplied matrix"``. ``angles``/``guaranteed``: the
+    loading release's angle bounds per column (degrees; ``angle_upper`` and
+    ``angle_upper_guaranteed`` of :mod:`~dppca_dask.results.direction_intervals`), when this
+    fit released the directions; ``None`` for supplied ones.
     """
 
     matrix: np.ndarray
     records: tuple[SpendRecord, ...]
     origin: str
+    angles: np.ndarray | None = None
+    guaranteed: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         m = np.asarray(self.matrix, dtype=np.float64)
@@ -125,7 +130,10 @@ def release_directions(source: DataSource, plan: BudgetPlan, setup: Setup, rng_s
         return Directions(matrix, (prior_record(plan, how),), how), None
     part = release_loading(source, plan, setup, rng_state)
     matrix = np.asarray(part.result.directions.values)
-    return Directions(matrix, part.records, "dp_loading"), part.result
+    ds = part.result.dataset
+    angles = ds["angle_upper"].values if "angle_upper" in ds else None
+    guaranteed = ds["angle_upper_guaranteed"].values if "angle_upper_guaranteed" in ds else None
+    return Directions(matrix, part.records, "dp_loading", angles, guaranteed), part.result
 
 
 def directions_records(setup: Setup, budget: BudgetPlan) -> tuple[SpendRecord, ...]:

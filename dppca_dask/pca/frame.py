@@ -73,8 +73,10 @@ __all__ = [
     "frame_budgets",
     "frame_records",
     "frame_stage",
+    "signed_cell",
     "smooth_frame",
     "smooth_sensitivity",
+    "upper_cell",
 ]
 
 FRAME_METHODS = ("auto", "ranged", "durfee", "capped", "smooth")
@@ -143,6 +145,49 @@ def _check_resolution(frame: Frame, labels: tuple[str, str], floor: float, beta:
                 "and be counted in the edge cells.", UtilityWarning, stacklevel=4)
 
 
+def upper_cell(grid: np.ndarray, value: float, capped: bool) -> tuple[float, float]:
+    """The grid cell a one-sided Durfee search's answer ``value`` (a point of ``grid``) stands
+    for: (the point below it, ``value``] -- 0 below the first point, an open upper end where the
+    search ran off its grid or to its cap (a public function of the released value).
+
+    Examples
+    --------
+    >>> g = upper_grid(1.01, 5)
+    >>> [round(v, 6) for v in upper_cell(g, float(g[2]), False)]
+    [0.0201, 0.030301]
+    >>> upper_cell(g, float(g[0]), True)[1]
+    inf
+    """
+    i = int(np.searchsorted(grid, value, side="left"))
+    below = float(grid[i - 1]) if i > 0 else 0.0
+    return below, (math.inf if capped else float(value))
+
+
+def signed_cell(value: float, capped: bool, beta: float = DEFAULT_BETA) -> tuple[float, float]:
+    """The cell of the signed grid ±(β^k − 1) that a two-sided Durfee median ``value`` stands
+    for. :func:`~dppca_dask.privacy.quantiles.signed_quantile_from_counts` answers the first
+    point of a side with half the values beyond it, so the median lies in [(v + 1)/β − 1, v]
+    for v > 0 and in [v, 1 − (1 − v)/β] for v < 0; 0 (both first searches stopped at once)
+    stands for [−(β − 1), β − 1]. Unbounded when a side's search ran off its grid.
+
+    Examples
+    --------
+    >>> [round(v, 6) for v in signed_cell(0.0201, False)]
+    [0.01, 0.0201]
+    >>> [round(v, 6) for v in signed_cell(0.0, False)]
+    [-0.01, 0.01]
+    >>> [round(v, 6) for v in signed_cell(-0.0201, False)]
+    [-0.0201, -0.01]
+    """
+    if capped:
+        return -math.inf, math.inf
+    if value > 0:
+        return float((value + 1.0) / beta - 1.0), float(value)
+    if value < 0:
+        return float(value), float(1.0 - (1.0 - value) / beta)
+    return -(beta - 1.0), beta - 1.0
+
+
 def durfee_frame(
     x: da.Array,
     directions: np.ndarray,
@@ -180,21 +225,23 @@ def frame_budgets(method: str, budget: PrivacyBudget) -> dict[str, PrivacyBudget
 def _centre_stage(
     x: da.Array, directions: np.ndarray, grid: np.ndarray, *, n: int, eps: float, rng: Any,
     labels: tuple[str, str], beta: float,
-) -> Stage[tuple[list[float], list[SpendRecord]]]:
-    """The frame centre of both axes (one count pass, then a Durfee median per axis at
+) -> Stage[tuple[list[float], list[SpendRecord], list[tuple[float, float]]]]:
+    """The frame centre of both axes (and the grid cell each stands for) (one count pass, then a Durfee median per axis at
     ``eps`` each), shared by the durfee and the capped frames."""
     (pos, neg), = yield (row_block_sum(x, center_counts, directions, grid, beta,
                                        name="score-center-counts"),)
     records: list[SpendRecord] = []
     centers = []
+    cells = []
     for a in range(2):
         rel = signed_quantile_from_counts(
             pos[a], neg[a], grid, n=n, q=0.5, eps=eps, beta=beta, rng=rng, component="score",
             label=f"frame centre {_AXES[a]} ({labels[a]}): Durfee median",
         )
         centers.append(rel.value)
+        cells.append(signed_cell(rel.value, rel.capped, beta))
         records.extend(rel.records)
-    return centers, records
+    return centers, records, cells
 
 
 def durfee_frame_stage(
@@ -211,19 +258,22 @@ def durfee_frame_stage(
     """:func:`durfee_frame` as a stage (:mod:`dppca_dask.graph.rounds`): its two count passes."""
     each = frame_budgets("durfee", PrivacyBudget(eps, 0.0))["radius"].eps
     grid = upper_grid(beta, max_steps)
-    centers, records = yield from _centre_stage(x, directions, grid, n=n, eps=each, rng=rng,
-                                                labels=labels, beta=beta)
+    centers, records, cells = yield from _centre_stage(x, directions, grid, n=n, eps=each,
+                                                       rng=rng, labels=labels, beta=beta)
     (dist,) = yield (row_block_sum(x, radius_counts, directions, np.array(centers), grid,
                                    name="score-radius-counts"),)
-    radii = []
+    radii, radius_cells = [], []
     for a in range(2):
         rel = upper_from_counts(
             dist[a], grid, n=n, q=RADIUS_QUANTILE, eps=each, rng=rng, component="score",
             label=f"frame radius {_AXES[a]} ({labels[a]}): Durfee {RADIUS_QUANTILE} quantile",
         )
         radii.append(rel.value)
+        radius_cells.append(upper_cell(grid, rel.value, rel.capped))
         records.extend(rel.records)
-    frame = Frame("durfee", (centers[0], centers[1]), (radii[0], radii[1]))
+    frame = Frame("durfee", (centers[0], centers[1]), (radii[0], radii[1]),
+                  center_cell=(cells[0], cells[1]),
+                  radius_cell=(radius_cells[0], radius_cells[1]))
     for a in range(2):
         _check_radius(radii[a], _AXES[a], frame.limits(a))
     _check_resolution(frame, labels, float(grid[0]), beta)
@@ -250,12 +300,13 @@ def capped_frame_stage(
     shares = {name: b.eps for name, b in frame_budgets("capped", PrivacyBudget(eps, 0.0)).items()}
     grid = upper_grid(beta, max_steps)
     coarse = coarse_indices(len(grid))
-    centers, records = yield from _centre_stage(x, directions, grid, n=n,
-                                                eps=shares["centre"], rng=rng,
-                                                labels=labels, beta=beta)
+    centers, records, cells = yield from _centre_stage(x, directions, grid, n=n,
+                                                       eps=shares["centre"], rng=rng,
+                                                       labels=labels, beta=beta)
     (dist,) = yield (row_block_sum(x, radius_counts, directions, np.array(centers), grid,
                                    name="score-radius-counts"),)
     radii, scales, capped = [], [], []
+    radius_cells: list[tuple[float, float]] = []
     for a in range(2):
         scale = upper_from_counts(
             dist[a][coarse], grid[coarse], n=n, q=CAPPED_SCALE_QUANTILE,
@@ -272,9 +323,11 @@ def capped_frame_stage(
         radii.append(search.value)
         scales.append(scale.value)
         capped.append(search.capped)
+        radius_cells.append(upper_cell(grid, search.value, search.capped))
         records.extend(scale.records + search.records)
     frame = Frame("capped", (centers[0], centers[1]), (radii[0], radii[1]),
-                  scale=(scales[0], scales[1]))
+                  scale=(scales[0], scales[1]), center_cell=(cells[0], cells[1]),
+                  radius_cell=(radius_cells[0], radius_cells[1]))
     for a in range(2):
         _check_radius(radii[a], _AXES[a], frame.limits(a))
     _check_resolution(frame, labels, float(grid[coarse][0]), beta, (capped[0], capped[1]))

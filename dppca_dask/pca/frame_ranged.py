@@ -163,15 +163,19 @@ def ranged_frame_stage(
     (refined,) = yield (row_block_sum(x, window_counts, directions, (lows[0], lows[1]),
                                       (widths[0], widths[1]), REFINE_PARTS,
                                       name="score-frame-refine"),)
-    centers = []
+    centers, center_cells = [], []
     for a in range(2):
         window = window_points(lows[a], widths[a], REFINE_PARTS)
-        lo, hi, _ = _interval(window, select(refined[a], "refine", a))
+        j = select(refined[a], "refine", a)
+        lo, hi, _ = _interval(window, j)
         centers.append(0.5 * (lo + hi))
+        # the part the centre stands for; an unbounded end part leaves that side open
+        center_cells.append((-math.inf if j == 0 else lo, math.inf if j == len(window) else hi))
     (dist,) = yield (row_block_sum(x, distance_log_counts, directions, np.array(centers),
                                    SCALE_STEPS, SCALE_OCTAVES, name="score-frame-radius"),)
     grid = log_points(SCALE_STEPS, SCALE_OCTAVES)
     radii, scales, capped = [], [], []
+    radius_cells: list[tuple[float, float]] = []
     for a in range(2):
         release = above_threshold(dist[a], threshold=RANGED_QUANTILE * n,
                                   eps=budgets["radius"], rng=rng, component="score",
@@ -182,8 +186,12 @@ def ranged_frame_stage(
         radii.append(RADIUS_FACTOR * q90)
         scales.append(q90)
         capped.append(hit_end)
+        below = float(grid[index - 1]) if index > 0 else 0.0  # Q_90 in (below, q90]
+        radius_cells.append((RADIUS_FACTOR * below, math.inf if hit_end else radii[-1]))
     frame = Frame("ranged", (centers[0], centers[1]), (radii[0], radii[1]),
-                  scale=(scales[0], scales[1]))
+                  scale=(scales[0], scales[1]),
+                  center_cell=(center_cells[0], center_cells[1]),
+                  radius_cell=(radius_cells[0], radius_cells[1]))
     _check(frame, labels, outside, capped)
     return frame, tuple(records)
 

@@ -283,7 +283,8 @@ def fit_pca(source: DataSource, plan: BudgetPlan, setup: Setup, rng_state: RngSt
     else:
         passes = 1
         loading = fitted
-        shared = Directions(released.matrix, (prior_record(plan, SHARED),), SHARED)
+        shared = Directions(released.matrix, (prior_record(plan, SHARED),), SHARED,
+                            released.angles, released.guaranteed)
     v = shared.matrix
 
     scores = keep_scores(source.array, v[:, :kept_width(setup)], rounds=_rounds(setup, plan))

@@ -75,6 +75,7 @@ from dppca_dask.privacy.mechanisms import (
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Part, base_metadata, coord_labels, freeze_dataset
+from dppca_dask.results.frame import frame_resolution_variables
 from dppca_dask.results.histogram_intervals import histogram_interval_variables
 from dppca_dask.results.score import ScoreResult
 
@@ -400,6 +401,7 @@ def _build_result(
                         _private("frame upper limit: centre + (1 + inflate) * radius")),
         "directions": (("variable", "axis"), directions,
                        _private("the two private PC directions used for the scores")),
+        **frame_resolution_variables(frame),
     }
     if grouped:
         data_vars["group_size"] = (("group",), sizes.astype(np.int64), {

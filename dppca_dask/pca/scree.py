@@ -363,6 +363,8 @@ def scree_stage(
         center=None if mode == "empirical" else np.asarray(ctx.center, dtype=np.float64),
         center_private=mode == "private", nonprivate=reference, n=n, plan=plan, ledger=ledger,
         calibration=calibration, seeded=rng_state.seeded, scree_meta=meta,
+        angles=None if released.angles is None else released.angles[:k],
+        guaranteed=None if released.guaranteed is None else released.guaranteed[:k],
     ), tuple(ledger))
 
 

@@ -63,6 +63,7 @@ from dppca_dask.pipeline.deployment import (
     ledger_location,
     open_deployment_ledger,
 )
+from dppca_dask.pipeline.expected import ExpectedWidths, expected_widths
 from dppca_dask.pipeline.interrupts import critical
 from dppca_dask.pipeline.tasks import TASKS, TaskSpec, mib
 from dppca_dask.pipeline.tasks.memory import memory_plan
@@ -97,6 +98,9 @@ class RunPlan:
     the plan, the plan text, the memory plan and the fit all read it."""
     memory: MemoryPlan | None = None
     """The memory plan (:func:`~dppca_dask.pipeline.tasks.memory.memory_plan`)."""
+    expected: ExpectedWidths | None = None
+    """The release's expected interval widths (:func:`~dppca_dask.pipeline.expected.
+    expected_widths`): from the plan's noise scales, n, p and the public bounds."""
 
     @property
     def spend(self) -> PrivacyBudget:
@@ -109,9 +113,12 @@ class RunPlan:
         """``plan --json``: the release's ``records`` and ``total``, its ``passes``, the task,
         the budget owner and the data's public shape (no rng seed, no data values)."""
         src = self.source
-        return {"task": self.config.task, "owner": self.budget.owner,
-                **self.release.as_dict(),
-                "data": {"n": src.n, "p": src.p, "variables": list(src.variables)}}
+        out = {"task": self.config.task, "owner": self.budget.owner,
+               **self.release.as_dict(),
+               "data": {"n": src.n, "p": src.p, "variables": list(src.variables)}}
+        if self.expected is not None:
+            out["expected_widths"] = self.expected.as_dict()
+        return out
 
     def render(self) -> str:
         cfg, src = self.config, self.source
@@ -131,6 +138,8 @@ class RunPlan:
             f"  this release spends in total (basic composition): "
             f"eps = {format_r_scalar(self.spend.eps)} ; delta = {format_r_scalar(self.spend.delta)}"
             + ("" if self.config.task != "covariance" else " (as rho-zCDP, converted)"),
+            *(["", *self.expected.lines()] if self.expected is not None
+              and self.expected.lines() else []),
             "",
             f"Data: {where}" + (f" [{src.array}]" if src.array else ""),
             f"  {src.n} observations x {src.p} variables, stored {src.dtype}, "
@@ -198,6 +207,10 @@ def plan_run(config: RunConfig, *, cap_check: bool = True) -> RunPlan:
         tuple(spec.noise_plan(config, setup, budget, release)),
         tuple(spec.work_plan(config, source, setup, release)), release, guarantees,
         setup=setup, memory=memory_plan(config, source, setup),
+        expected=expected_widths(release, n=source.n, p=source.p,
+                                 bins=getattr(setup, "m_bins", None),
+                                 clip=getattr(setup, "clip", None),
+                                 bounds=getattr(setup, "bounds", None)),
     )
     if cap_check:
         _check_ledger_cap(planned)

@@ -357,7 +357,8 @@ class LoadingResult(Result):
         """Summarise the fit without recomputing anything or spending budget."""
         return LoadingSummary(self.directions, self.nonprivate, self.metadata,
                               angle=self.dataset.get("angle_upper"),
-                              identifiable=self.dataset.get("direction_identifiable"))
+                              identifiable=self.dataset.get("direction_identifiable"),
+                              guaranteed=self.dataset.get("angle_upper_guaranteed"))
 
     def plot(
         self,
@@ -395,6 +396,7 @@ class LoadingSummary:
     digits: int = 3
     angle: xr.DataArray | None = None
     identifiable: xr.DataArray | None = None
+    guaranteed: xr.DataArray | None = None
 
     def __repr__(self) -> str:
         meta = self.metadata
@@ -416,8 +418,9 @@ class LoadingSummary:
         if self.nonprivate is not None:
             lines.append("The non-private reference matrix is available as .nonprivate.")
         if self.angle is not None and self.identifiable is not None:
-            lines += direction_interval_lines(np.asarray(self.angle.values),
-                                              np.asarray(self.identifiable.values))
+            lines += direction_interval_lines(
+                np.asarray(self.angle.values), np.asarray(self.identifiable.values),
+                guaranteed=None if self.guaranteed is None else np.asarray(self.guaranteed.values))
         lines += recorded_lines(meta)  # last, after the seed's lines
         return "\n".join(lines)
 

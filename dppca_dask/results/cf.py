@@ -29,16 +29,24 @@ CONVENTIONS = "CF-1.11"
 DIMENSIONLESS = frozenset({
     "directions", "nonprivate_directions", "pve", "pve_nonprivate", "probability",
     "nonprivate_probability", "released_total", "group_size", "clipped_count",
-    "spherical_kendall", "kendall", "loading",
+    "spherical_kendall", "kendall", "loading", "pve_lower", "pve_upper", "cumulative_pve",
+    "cumulative_pve_lower", "cumulative_pve_upper", "count_lower", "count_upper",
+    "probability_lower", "probability_upper", "kendall_eigenvalue", "kendall_eigenvalue_lower",
+    "kendall_eigenvalue_upper",
 })
 """Variables whose values carry no unit (directions, proportions, counts, Kendall's tau)."""
 
 SCALE = {
     **dict.fromkeys(("center", "frame_center", "frame_radius", "frame_lower", "frame_upper",
                      "x_breaks", "y_breaks", "x_lower", "x_upper", "y_lower", "y_upper",
-                     "observed_score", "bound", "mean_measurement"), "input units"),
+                     "observed_score", "bound", "mean_measurement", "frame_center_cell_lower",
+                     "frame_center_cell_upper", "frame_radius_cell_lower",
+                     "frame_radius_cell_upper", "frame_resolution"), "input units"),
     **dict.fromkeys(("scree", "scree_raw", "scree_nonprivate", "direction_variance_nonprivate",
-                     "covariance", "measurement", "second_moment"), "input units^2"),
+                     "covariance", "measurement", "second_moment", "scree_lower",
+                     "scree_upper", "scree_sampling_sd", "covariance_lower",
+                     "covariance_upper", "covariance_eigenvalue", "covariance_eigenvalue_lower",
+                     "covariance_eigenvalue_upper", "covariance_sampling_sd"), "input units^2"),
     "precision_weight": "input units^-4",
     "mean_precision_weight": "input units^-2",
 }

@@ -34,7 +34,7 @@ import xarray as xr
 from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.privacy.zcdp import ZCDPPlan, ledger_rho, zcdp_eps
 from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
-from dppca_dask.results.covariance_intervals import LEVEL, covariance_intervals
+from dppca_dask.results.covariance_intervals import LEVEL, covariance_intervals, sampling_sd
 from dppca_dask.results.plotters import plotter
 from dppca_dask.results.recorded import recorded_lines
 
@@ -216,7 +216,9 @@ def build_covariance_result(
     data_vars.update(interval_variables(np.asarray(estimate.measurements, dtype=np.float64),
                                         np.asarray(estimate.weights, dtype=np.float64),
                                         np.asarray(bounds, dtype=np.float64),
-                                        str(estimate.info.get("clip", "box"))))
+                                        str(estimate.info.get("clip", "box")),
+                                        covariance=np.asarray(estimate.covariance,
+                                                              dtype=np.float64), n=n))
     rho = ledger_rho(estimate.ledger)
     total: dict[str, Any] = {"rho": rho}
     if plan.delta is not None:
@@ -242,11 +244,13 @@ def build_covariance_result(
 
 
 def interval_variables(measurement: np.ndarray, weights: np.ndarray, bounds: np.ndarray,
-                       clip: str) -> dict[str, Any]:
+                       clip: str, *, covariance: np.ndarray | None = None,
+                       n: int | None = None) -> dict[str, Any]:
     """``covariance_lower``/``covariance_upper`` (variable x variable_) and, when every entry
     was measured, ``covariance_eigenvalue`` with its ``_lower``/``_upper`` (component): the
-    intervals of :func:`~dppca_dask.results.covariance_intervals.covariance_intervals`,
-    post-processing of the release (no budget)."""
+    intervals of :func:`~dppca_dask.results.covariance_intervals.covariance_intervals`; with
+    the released ``covariance`` and ``n``, ``covariance_sampling_sd`` (a Gaussian model's
+    sampling sd, not covered by the intervals) -- post-processing of the release (no budget)."""
     out = covariance_intervals(measurement, weights, bounds, clip)
     pair = ("variable", "variable_")
     what = (f"{100 * LEVEL:g}% interval (simultaneous over the entries) of the noise-free "
@@ -259,9 +263,17 @@ def interval_variables(measurement: np.ndarray, weights: np.ndarray, bounds: np.
         "covariance_upper": (pair, out["upper"], {"private": 1, **level,
                                                   "description": "upper end of the " + what}),
     }
+    if covariance is not None and n is not None:
+        data_vars["covariance_sampling_sd"] = (pair, sampling_sd(covariance, n), {
+            "private": 1, "assumption": "Gaussian rows with mean 0",
+            "description": "sampling sd of each entry of X'X/n if the rows were Gaussian with "
+            "mean 0 and this second moment: sqrt((S_jk^2 + S_jj S_kk)/n) of the released "
+            "matrix S; post-processing, NOT covered by the intervals (they cover the noise "
+            "only); heavier tails make it larger"})
     if np.isnan(np.asarray(out["eigenvalue"])).all():
         return data_vars
-    ev_what = (f"{100 * LEVEL:g}% interval (simultaneous over the eigenvalues; Weyl with a "
+    ev_what = (f"{100 * LEVEL:g}% interval (simultaneous over the eigenvalues; the exact "
+               "first-order noise term plus a Davis-Kahan remainder, or Weyl with a "
                "spectral-norm bound of the noise) of the noise-free eigenvalue")
     data_vars.update({
         "covariance_eigenvalue": (("component",), out["eigenvalue"], {
@@ -309,4 +321,9 @@ def interval_lines(ds: xr.Dataset, limit: int = 10) -> tuple[str, ...]:
         if small:
             lines.append("  eigenvalues indistinguishable from noise (interval reaches 0): "
                          + ", ".join(small[:limit]) + (" ..." if len(small) > limit else ""))
+    if "covariance_sampling_sd" in ds:
+        sd = ds["covariance_sampling_sd"].values
+        lines.append("Sampling sd of the entries if the rows were Gaussian with mean 0 "
+                     f"(post-processing; NOT in the intervals above, which cover the noise "
+                     f"only): {num(float(sd.min()))} to {num(float(sd.max()))}")
     return tuple(lines)

@@ -17,9 +17,15 @@ entry gets the public range (it holds with probability 1).
 **Eigenvalues** (every entry measured: ssp, auto). The noise matrix E has entry sds s_jk; with
 s = max(max_{j<k} s_jk, max_j s_jj/√2), Sudakov–Fernique (the increments of v ↦ vᵀEv grow
 with every s_jk) gives E λ_max(E) ≤ 2s√p, the homogeneous GOE's, and λ_max(E), −λ_min(E) are
-√2·s-Lipschitz in the standard normals, so ``‖E‖₂ ≤ b = √2·s(√(2p) + √(2 ln(2/α)))`` with
-probability ≥ 1 − α and, by Weyl, every eigenvalue of Σ lies within b of the measurement
-matrix's (clamped to [0, the public bound on the trace]).
+√2·s-Lipschitz in the standard normals, so ``‖E‖₂ ≤ b = √2·s(√(2p) + √(2 ln(2/α')))`` with
+probability ≥ 1 − α'. For a fixed unit v, vᵀEv is Gaussian with variance Σ_j v_j⁴s_jj² +
+4Σ_{j<k} v_j²v_k²s_jk² ≤ 2s², and with v_j the noise-free eigenvector, θ_j the angle between
+it and the measurement matrix's and w ⊥ v_j, ``λ̂_j − λ_j = v_jᵀEv_j + tan θ_j·v_jᵀEw``
+(the eigen-equation projected on v_j). On the event {‖E‖₂ ≤ b at α' = α/2, every
+|v_jᵀEv_j| ≤ z√2·s with z at α/(4p)}: ``|λ̂_j − λ_j| ≤ min(b, z√2·s + b·tan θ_j)``, θ_j the
+Davis–Kahan bound sin θ_j ≤ b/(ĝ_j − b) from the released eigengap ĝ_j (Weyl's b where
+ĝ_j ≤ 2b): about z√2·s for a separated eigenvalue, b in the noise; clamped to [0, the public
+bound on the trace].
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ import math
 
 import numpy as np
 
-__all__ = ["LEVEL", "covariance_intervals", "public_range"]
+from dppca_dask.results.direction_intervals import angle_bounds
+
+__all__ = ["LEVEL", "covariance_intervals", "public_range", "sampling_sd"]
 
 LEVEL = 0.95
 """Level of the entry intervals (simultaneous over the entries) and of the eigenvalue
@@ -86,10 +94,28 @@ def covariance_intervals(measurement: np.ndarray, weights: np.ndarray, bounds: n
     sds = 1.0 / np.sqrt(weights)
     off = sds[~np.eye(d, dtype=bool)]
     s = max(float(off.max()) if off.size else 0.0, float(np.diag(sds).max()) / math.sqrt(2.0))
-    b = math.sqrt(2.0) * s * (math.sqrt(2.0 * d)
-                              + math.sqrt(2.0 * math.log(2.0 / (1.0 - level))))
+    alpha = 1.0 - level
+    b = math.sqrt(2.0) * s * (math.sqrt(2.0 * d) + math.sqrt(2.0 * math.log(4.0 / alpha)))
     sym = (np.asarray(measurement, dtype=np.float64) + np.asarray(measurement).T) / 2.0
     ev = np.linalg.eigvalsh(sym)[::-1]
-    out.update(eigenvalue=ev, eigenvalue_lower=np.clip(ev - b, 0.0, trace),
-               eigenvalue_upper=np.clip(ev + b, 0.0, trace), b=b)
+    angle, _ = angle_bounds(ev, b)
+    z = float(norm.isf(alpha / (4.0 * d)))
+    with np.errstate(invalid="ignore"):
+        tangent = np.where(angle < 90.0, np.tan(np.radians(angle)), np.inf)
+    half = np.minimum(b, z * math.sqrt(2.0) * s + b * tangent)
+    out.update(eigenvalue=ev, eigenvalue_lower=np.clip(ev - half, 0.0, trace),
+               eigenvalue_upper=np.clip(ev + half, 0.0, trace), b=b)
     return out
+
+
+def sampling_sd(covariance: np.ndarray, n: int) -> np.ndarray:
+    """Sampling sd of each entry of XᵀX/n if the rows were Gaussian with mean 0 and second
+    moment ``covariance`` (the release): ``√((Σ_jk² + Σ_jj·Σ_kk)/n)`` -- post-processing of the
+    release; the noise intervals do not cover it.
+
+    >>> sampling_sd(np.array([[1.0, 0.5], [0.5, 1.0]]), 100).round(4).tolist()
+    [[0.1414, 0.1118], [0.1118, 0.1414]]
+    """
+    c = np.asarray(covariance, dtype=np.float64)
+    diag = np.clip(np.diag(c), 0.0, None)
+    return np.sqrt((c ** 2 + np.outer(diag, diag)) / float(n))

@@ -13,18 +13,26 @@ histogram), every |Z_k| ≤ t at once with probability ≥ 1 − α, and on that
   gives c_k ≤ t;
 * sparse (released c̃_k = Y_k where c_k > 0 and Y_k ≥ T, else 0): a released cell gives
   [c̃_k − t, c̃_k + t], a cell released as 0 gives c_k ≤ T − 1 + t;
-* geometric (ĉ = max(Y − τ, 0), the projection onto counts summing to n_g): τ is monotone in Y
-  and moves with a common shift, and τ(c) = 0 (c already sums to n_g), so |τ| ≤ t and
-  ĉ_k > 0 gives c_k ∈ [ĉ_k − 2t, ĉ_k + 2t], ĉ_k = 0 gives c_k ≤ 2t.
+* geometric (ĉ = max(Y − τ, 0), the projection onto counts summing to n_g, one τ for all
+  cells): with S the m cells released > 0 and r = K − m the others, Σ_S (c_k + Z_k − τ) = n_g
+  = Σ c_k gives mτ = Σ_S Z_k − Σ_{S^c} c_k, and c_k ≤ τ − Z_k off S. Hence Kτ ≥ Σ_k Z_k and
+  mτ ≤ Σ_k Z_k + Σ_{S^c} max(−Z_k, 0): on the event {every |Z_k| ≤ t, |Σ_k Z_k| ≤ u,
+  W = Σ_k max(−Z_k, 0) ≤ w} (α split 0.9 / 0.05 / 0.05; u and w by Chernoff bounds on sums of
+  K independent draws of known law), τ ∈ [−u/K, min(t, (u + min(w, r·t))/m)] (τ is monotone
+  in Y, moves with a common shift and is 0 at Y = c, so |τ| ≤ t too), and ĉ_k > 0 gives c_k ∈
+  [ĉ_k + τ_lo − t, ĉ_k + τ_hi + t], ĉ_k = 0 gives c_k ≤ τ_hi + t. When few cells are
+  released as 0 this is about ±t, not the ±2t of |τ| ≤ t alone.
 
 The counts are recovered from the release: ĉ_k = probability × released_total (add, sparse:
-the released mass) or × n_g (geometric), rounded to the integer they are. Every interval is
-intersected with [0, n_g]; the probability interval is the count interval over n_g. They cover
-the noise, not the sampling variability nor the frame's or directions' own noise.
+the released mass, integers) or × n_g (geometric: ĉ is not an integer, as τ is not). Every
+interval is intersected with [0, n_g] and rounded inwards to integers (the counts are
+integers); the probability interval is the count interval over n_g. They cover the noise, not
+the sampling variability nor the frame's or directions' own noise.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -35,8 +43,9 @@ from dppca_dask._rformat import format_r_scalar
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.mechanisms import stability_histogram_parameters
 
-__all__ = ["LEVEL", "count_intervals", "discrete_gaussian_quantile",
-           "discrete_laplace_quantile", "histogram_interval_lines", "histogram_noise_half_width"]
+__all__ = ["GEOMETRIC_SPLIT", "LEVEL", "count_intervals", "discrete_gaussian_quantile",
+           "discrete_laplace_quantile", "geometric_sum_bounds", "histogram_interval_lines",
+           "histogram_noise_half_width", "noise_quantile"]
 
 LEVEL = 0.95
 """Level of the cell intervals, simultaneous over the cells of one histogram."""
@@ -79,19 +88,85 @@ def discrete_laplace_quantile(scale: float, alpha: float) -> int:
     return t
 
 
-def _quantile(method: str, record: Mapping[str, Any], cells: int, level: float) -> int:
+GEOMETRIC_SPLIT = (0.9, 0.05, 0.05)
+"""The geometric histogram's α: the cells' |Z_k| ≤ t, the sum |Σ Z_k| ≤ u, W ≤ w."""
+
+
+def noise_quantile(method: str, record: Mapping[str, Any], cells: int, level: float = LEVEL
+                   ) -> int:
+    """t: every |Z_k| of one histogram's K = ``cells`` draws is at most t at once with
+    probability ≥ ``level`` (the geometric's share of α: :data:`GEOMETRIC_SPLIT`)."""
     alpha = (1.0 - level) / cells
     if method == "add":
         return discrete_gaussian_quantile(float(record["scale"]), alpha)
+    if method == "geometric":
+        alpha *= GEOMETRIC_SPLIT[0]
     return discrete_laplace_quantile(float(record["scale"]), alpha)
 
 
+def _chernoff(log_mgf: Any, cells: int, alpha: float, s_max: float, start: float) -> float:
+    """The least x with inf_s exp(cells·log_mgf(s) − s·x) ≤ alpha (bisection over x; the
+    infimum over s in (0, s_max) by a bounded scalar search): P(sum ≥ x) ≤ alpha."""
+    from scipy.optimize import minimize_scalar
+
+    def bound(x: float) -> float:
+        res = minimize_scalar(lambda s: cells * log_mgf(s) - s * x,
+                              bounds=(1e-12, s_max * (1 - 1e-9)), method="bounded",
+                              options={"xatol": 1e-10 * s_max})
+        return float(res.fun)
+
+    target = math.log(alpha)
+    lo, hi = start, max(start, 1.0) * 2.0
+    while bound(hi) > target:
+        lo, hi = hi, hi * 2.0
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if bound(mid) <= target else (mid, hi)
+    return hi
+
+
+@functools.lru_cache(maxsize=64)
+def geometric_sum_bounds(scale: float, cells: int, level: float = LEVEL
+                         ) -> tuple[float, float]:
+    """``(u, w)`` for K = ``cells`` discrete Laplace draws of scale b: |Σ Z_k| ≤ u with
+    probability ≥ 1 − α·0.05 and Σ max(−Z_k, 0) ≤ w with probability ≥ 1 − α·0.05 (Chernoff,
+    with the exact moment generating functions; α = 1 − ``level``).
+
+    >>> u, w = geometric_sum_bounds(4.0, 100)
+    >>> round(u), round(w), geometric_sum_bounds(1e-4, 100)
+    (210, 337, (0.0, 0.0))
+    """
+    q = math.exp(-1.0 / scale)
+    if q < 1e-300:  # a vanishing scale (huge eps): the noise is 0 but with probability < 1e-300
+        return 0.0, 0.0
+    alpha = 1.0 - level
+    s_max = 1.0 / scale  # both MGFs are finite for s < 1/b
+
+    def sum_mgf(s: float) -> float:
+        return (2.0 * math.log1p(-q) - math.log1p(-q * math.exp(s))
+                - math.log1p(-q * math.exp(-s)))
+
+    def tail_mgf(s: float) -> float:
+        e = q * math.exp(s)
+        return math.log(1.0 / (1.0 + q) + (1.0 - q) / (1.0 + q) * e / (1.0 - e))
+
+    u = _chernoff(sum_mgf, cells, GEOMETRIC_SPLIT[1] * alpha / 2.0, s_max, 0.0)
+    mean_tail = cells * q / (1.0 - q * q)  # E max(−Z, 0) = q/((1 − q)(1 + q))
+    w = _chernoff(tail_mgf, cells, GEOMETRIC_SPLIT[2] * alpha, s_max, mean_tail)
+    return u, w
+
+
 def histogram_noise_half_width(method: str, record: Mapping[str, Any], cells: int,
-                               level: float = LEVEL) -> int:
-    """Half-width in counts of a released cell's interval (geometric: 2t, else t): what
-    ``plan`` shows before any data is read."""
-    t = _quantile(method, record, cells, level)
-    return 2 * t if method == "geometric" else t
+                               level: float = LEVEL) -> float:
+    """Half-width in counts of a released cell's interval when every cell is released above 0
+    (geometric: t + (u + τ's side)/2, about t; else t): what ``plan`` shows before any data is
+    read."""
+    t = noise_quantile(method, record, cells, level)
+    if method != "geometric":
+        return float(t)
+    u, _ = geometric_sum_bounds(float(record["scale"]), cells, level)
+    tau_lo, tau_hi = -u / cells, min(float(t), u / cells)
+    return float(t) + 0.5 * (tau_hi - tau_lo)
 
 
 def count_intervals(method: str, probability: np.ndarray, total: float, n_g: int,
@@ -100,19 +175,29 @@ def count_intervals(method: str, probability: np.ndarray, total: float, n_g: int
     """Lower and upper ends of the cell counts' intervals for one histogram (see the module)."""
     prob = np.asarray(probability, dtype=np.float64)
     cells = int(prob.size)
-    t = _quantile(method, record, cells, level)
-    released = np.rint(prob * (n_g if method == "geometric" else float(total)))
+    t = noise_quantile(method, record, cells, level)
     if method == "geometric":
-        lo, hi, empty = released - 2 * t, released + 2 * t, 2.0 * t
-    elif method == "add":
-        lo, hi, empty = released - t, released + t, float(t)
+        released = prob * n_g
+        positive = released > 1e-9
+        m = int(np.count_nonzero(positive))
+        u, w = geometric_sum_bounds(float(record["scale"]), cells, level)
+        tau_lo = max(-float(t), -u / cells)
+        tau_hi = min(float(t), (u + min(w, (cells - m) * float(t))) / max(m, 1))
+        lo, hi, empty = released + tau_lo - t, released + tau_hi + t, tau_hi + t
     else:
-        budget = PrivacyBudget(float(record["eps"]), float(record["delta"]))
-        threshold = round(stability_histogram_parameters(n_g, budget)[1] * n_g)
-        lo, hi, empty = np.maximum(released - t, 1.0), released + t, float(threshold - 1 + t)
-    lower = np.where(released > 0, lo, 0.0)
-    upper = np.where(released > 0, hi, empty)
-    return np.clip(lower, 0.0, n_g), np.clip(upper, 0.0, n_g)
+        released = np.rint(prob * float(total))
+        positive = released > 0
+        if method == "add":
+            lo, hi, empty = released - t, released + t, float(t)
+        else:
+            budget = PrivacyBudget(float(record["eps"]), float(record["delta"]))
+            threshold = round(stability_histogram_parameters(n_g, budget)[1] * n_g)
+            lo, hi, empty = np.maximum(released - t, 1.0), released + t, float(threshold - 1 + t)
+    lower = np.where(positive, lo, 0.0)
+    upper = np.where(positive, hi, empty)
+    lower = np.ceil(np.clip(lower, 0.0, n_g) - 1e-6)  # integer counts: round inwards
+    upper = np.floor(np.clip(upper, 0.0, n_g) + 1e-6)
+    return lower, upper
 
 
 def histogram_interval_variables(methods: Sequence[str], prob: np.ndarray, total: np.ndarray,

@@ -42,9 +42,11 @@ from dppca_dask.results.base import (
     write_atomically,
 )
 from dppca_dask.results.cf import add_cf_attributes
+from dppca_dask.results.direction_intervals import direction_interval_lines
+from dppca_dask.results.frame import frame_resolution_lines
 from dppca_dask.results.plotters import plotter
 from dppca_dask.results.recorded import recorded_lines
-from dppca_dask.results.score import ScoreResult, histogram_split_text
+from dppca_dask.results.score import ScoreResult, histogram_split_text, score_interval_lines
 from dppca_dask.results.scree import ScreeResult, scree_interval_lines
 from dppca_dask.results.scree_utility import released_noise_lines
 
@@ -227,7 +229,16 @@ class PCASummary:
                   "The parts are available as .loading, .scree and .score."]
         lines += released_noise_lines(scree.metadata, np.atleast_2d(
             scree.dataset["scree_raw"].values).tolist())  # after the seed's lines
-        lines += scree_interval_lines(scree.dataset)
+        lines += scree_interval_lines(scree.dataset, angles=False)
+        loading = res.loading.dataset
+        if "angle_upper" in loading:
+            guaranteed = loading.get("angle_upper_guaranteed")
+            lines += direction_interval_lines(
+                np.asarray(loading["angle_upper"].values),
+                np.asarray(loading["direction_identifiable"].values),
+                guaranteed=None if guaranteed is None else np.asarray(guaranteed.values))
+        lines += frame_resolution_lines(frame, score.labels)
+        lines += score_interval_lines(score)
         lines += recorded_lines(meta)
         return "\n".join(lines)
 

@@ -9,7 +9,9 @@ description starting with "NOT PRIVATE"):
   sparse: n_g·Σq), used by ``group_weights="private"``;
 * bin-edge coordinates ``x_lower/x_upper(x_bin)``, ``y_lower/y_upper(y_bin)`` and the breaks
   ``x_breaks(x_edge)``, ``y_breaks(y_edge)``;
-* the frame ``frame_center/frame_radius/frame_lower/frame_upper(axis)``, axis = x, y;
+* the frame ``frame_center/frame_radius/frame_lower/frame_upper(axis)``, axis = x, y, and its
+  search resolution ``frame_center_cell_lower/upper``, ``frame_radius_cell_lower/upper`` and
+  ``frame_resolution`` (axis; :func:`~dppca_dask.results.frame.frame_resolution_variables`);
 * ``directions(variable, axis)`` -- the two private directions used (released by the loading
   stage, or the supplied ``V_dp``);
 * grouped fits: ``group_size(group)`` -- observed group sizes, treated as public (the sparse
@@ -33,7 +35,7 @@ from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param, parse_choice
 from dppca_dask.privacy.rng import as_rng
 from dppca_dask.results.base import Result, budget_line
-from dppca_dask.results.frame import Frame
+from dppca_dask.results.frame import Frame, frame_resolution_lines, stored_cells
 from dppca_dask.results.histogram_intervals import histogram_interval_lines
 from dppca_dask.results.plotters import plotter
 from dppca_dask.results.recorded import recorded_lines
@@ -167,8 +169,9 @@ class ScoreResult(Result):
         ds = self.dataset
         c, r = ds["frame_center"].values, ds["frame_radius"].values
         meta = self.metadata
+        center_cell, radius_cell = stored_cells(ds)
         return Frame(meta["frame"], (float(c[0]), float(c[1])), (float(r[0]), float(r[1])),
-                     meta["inflate"])
+                     meta["inflate"], center_cell=center_cell, radius_cell=radius_cell)
 
     @property
     def x_breaks(self) -> np.ndarray:
@@ -340,6 +343,7 @@ class ScoreSummary:
             f"Frame centre: {_r(frame.center[0])} , {_r(frame.center[1])} ; radius: "
             f"{_r(frame.radius[0])} , {_r(frame.radius[1])} ; inflation {_r(frame.inflate)}"
         )
+        lines += frame_resolution_lines(frame, res.labels)
         lines.append("")
         my, mx = meta["bins"][1], meta["bins"][0]
         shown = f"first {min(my, self.max_bins)} x {min(mx, self.max_bins)} cells, " \

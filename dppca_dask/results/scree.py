@@ -31,12 +31,19 @@ from dppca_dask._rformat import format_r_matrix, format_r_scalar
 from dppca_dask.privacy.accounting import SpendRecord
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.results.base import Result, base_metadata, coord_labels, freeze_dataset
+from dppca_dask.results.direction_intervals import (
+    IDENTIFIABLE_DEGREES,
+    LEVEL,
+    direction_interval_lines,
+)
 from dppca_dask.results.plotters import plotter
 from dppca_dask.results.recorded import recorded_lines
 from dppca_dask.results.scree_utility import (
     INTERVAL_LEVEL,
+    cumulative_pve_lines,
     interval_lines,
     released_noise_lines,
+    sampling_lines,
     scree_intervals,
 )
 
@@ -207,31 +214,98 @@ class ScreeSummary:
         return "\n".join(lines)
 
 
-def scree_interval_lines(ds: xr.Dataset) -> list[str]:
+def scree_interval_lines(ds: xr.Dataset, *, angles: bool = True) -> list[str]:
     """The summary's interval lines of a scree dataset (none for a store written before the
-    intervals existed)."""
+    intervals existed): the scree values', the cumulative PVE's where stored, the sampling
+    sd's (a different question, stated as such) and, with ``angles``, the directions' angle
+    bounds where stored (dp_pca's summary takes them from its loading part)."""
     if "scree_lower" not in ds:
         return []
-    return interval_lines([str(m) for m in ds["mechanism"].values],
-                          np.atleast_2d(ds["scree"].values), np.atleast_2d(ds["scree_lower"].values),
-                          np.atleast_2d(ds["scree_upper"].values))
+    methods = [str(m) for m in ds["mechanism"].values]
+    lines = interval_lines(methods, np.atleast_2d(ds["scree"].values),
+                           np.atleast_2d(ds["scree_lower"].values),
+                           np.atleast_2d(ds["scree_upper"].values))
+    if "cumulative_pve_lower" in ds:
+        lines += cumulative_pve_lines(methods, np.atleast_2d(ds["cumulative_pve"].values),
+                                      np.atleast_2d(ds["cumulative_pve_lower"].values),
+                                      np.atleast_2d(ds["cumulative_pve_upper"].values))
+    if "scree_sampling_sd" in ds:
+        lines += sampling_lines(methods, np.atleast_2d(ds["scree_sampling_sd"].values),
+                                np.atleast_2d(ds["scree"].values))
+    if angles and "angle_upper" in ds:
+        guaranteed = ds.get("angle_upper_guaranteed")
+        lines += direction_interval_lines(
+            np.asarray(ds["angle_upper"].values), np.asarray(ds["direction_identifiable"].values),
+            guaranteed=None if guaranteed is None else np.asarray(guaranteed.values))
+    return lines
 
 
-def interval_variables(meta: Mapping[str, Any], scree_raw: np.ndarray) -> dict[str, Any]:
-    """``scree_lower``/``scree_upper``/``pve_lower``/``pve_upper`` (mechanism x component):
-    the intervals of :func:`~dppca_dask.results.scree_utility.scree_intervals`, post-processing
-    of the release (no budget)."""
+def _sampling_rows(meta: Mapping[str, Any]) -> list[int]:
+    """Per method, the rows its statistic averages over (pmwm in split mode: its mean set)."""
+    scree = meta["scree"]
+    n = int(meta["n"])
+    return [n - n // 2 if name == "pmwm" and scree["controls"][name].get("split_mode", True)
+            else n for name in scree["methods"]]
+
+
+def interval_variables(meta: Mapping[str, Any], scree_raw: np.ndarray,
+                       scree: np.ndarray | None = None) -> dict[str, Any]:
+    """``scree_lower``/``scree_upper``, ``pve_lower``/``pve_upper``,
+    ``cumulative_pve``/``cumulative_pve_lower``/``cumulative_pve_upper`` (mechanism x
+    component): the intervals of :func:`~dppca_dask.results.scree_utility.scree_intervals`, and
+    ``scree_sampling_sd`` from the released ``scree`` values -- post-processing of the release
+    (no budget)."""
     bounds = scree_intervals(meta, np.atleast_2d(scree_raw))
     what = (f"{100 * INTERVAL_LEVEL:g}% interval (simultaneous over the components) of the "
             "noise-free {stat} on the released directions and centre: it covers the noise, "
             "not the sampling variability; NaN: no interval for this method")
-    out = {}
-    for name, values, stat, side in zip(
-            ("scree_lower", "scree_upper", "pve_lower", "pve_upper"), bounds,
-            ("scree value", "scree value", "PVE", "PVE"), ("lower", "upper") * 2, strict=True):
+    names = ("scree_lower", "scree_upper", "pve_lower", "pve_upper", "cumulative_pve_lower",
+             "cumulative_pve_upper")
+    stats = ("scree value", "scree value", "PVE", "PVE", "cumulative PVE", "cumulative PVE")
+    out: dict[str, Any] = {}
+    for name, values, stat, side in zip(names, bounds, stats, ("lower", "upper") * 3,
+                                        strict=True):
         out[name] = (("mechanism", "component"), values,
                      {"private": 1, "interval_level": INTERVAL_LEVEL,
                       "description": f"{side} end of the " + what.format(stat=stat)})
+    if scree is not None:
+        values = np.atleast_2d(np.asarray(scree, dtype=np.float64))
+        total = values.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cumulative = np.where(total > 0, np.cumsum(values, axis=1) / total, np.nan)
+        out["cumulative_pve"] = (("mechanism", "component"), cumulative, {
+            "private": 1, "description": "private cumulative proportion of variance explained "
+            "over the k returned components (post-processing of scree)"})
+        rows = np.asarray(_sampling_rows(meta), dtype=np.float64)[:, None]
+        out["scree_sampling_sd"] = (("mechanism", "component"),
+                                    values * np.sqrt(2.0 / (rows - 1.0)), {
+            "private": 1, "assumption": "Gaussian scores",
+            "description": "sampling sd of each scree value if the scores along the released "
+            "direction were Gaussian: sqrt(2/(m - 1)) x the released value, m the rows "
+            "averaged (pmwm: its mean set); post-processing of the release, NOT covered by the "
+            "intervals (they cover the noise only); heavier tails make it larger, by about "
+            "sqrt((kurtosis - 1)/2)"})
+    return out
+
+
+def angle_variables(angles: np.ndarray, guaranteed: np.ndarray | None) -> dict[str, Any]:
+    """The directions' angle bounds on the scree result (component): copies of the loading
+    release's (:mod:`~dppca_dask.results.direction_intervals`), post-processing."""
+    level = {"interval_level": LEVEL, "units": "degree"}
+    out: dict[str, Any] = {
+        "angle_upper": ("component", angles, {
+            "private": 1, **level, "description": f"{100 * LEVEL:g}% bound (simultaneous over "
+            "the components) on the angle between each direction and the noise-free one, from "
+            "the loading release (parametric bootstrap; approximate); 90: no bound"}),
+        "direction_identifiable": ("component", (angles < IDENTIFIABLE_DEGREES).astype(np.int8), {
+            "private": 1, "flag_values": [0, 1], "flag_meanings": "not_identifiable identifiable",
+            "description": f"1 when angle_upper is below {IDENTIFIABLE_DEGREES:g} degrees"}),
+    }
+    if guaranteed is not None:
+        out["angle_upper_guaranteed"] = ("component", guaranteed, {
+            "private": 1, **level, "description": f"{100 * LEVEL:g}% guaranteed (Davis-Kahan) "
+            "bound on the angle to the noise-free direction, from the loading release; 90: "
+            "no bound"})
     return out
 
 
@@ -252,7 +326,12 @@ def build_scree_result(
     calibration: str,
     seeded: bool,
     scree_meta: dict[str, Any],
+    angles: np.ndarray | None = None,
+    guaranteed: np.ndarray | None = None,
 ) -> ScreeResult:
+    """The scree result; ``angles``/``guaranteed``: the loading release's angle bounds of the k
+    directions (degrees), stored as ``angle_upper``/``angle_upper_guaranteed`` with the flag
+    ``direction_identifiable`` when this fit released the directions."""
     k = directions.shape[1]
     coords = {
         "mechanism": coord_labels(methods),
@@ -289,7 +368,11 @@ def build_scree_result(
         kind="scree", n=n, p=len(variables), plan=plan, ledger=ledger, calibration=calibration,
         seeded=seeded, non_private=nonprivate is not None, extra={"scree": scree_meta},
     )
-    data_vars.update(interval_variables(meta, scree_raw))
+    data_vars.update(interval_variables(meta, scree_raw, scree))
+    if angles is not None:
+        data_vars.update(angle_variables(np.asarray(angles, dtype=np.float64),
+                                         None if guaranteed is None
+                                         else np.asarray(guaranteed, dtype=np.float64)))
     ds = xr.Dataset(
         data_vars,
         coords=coords,
