@@ -516,7 +516,7 @@ def test_client_compute__passes_retries(monkeypatch):
 
         monkeypatch.setattr(client, "compute", spy)
         cfg = AddressClusterConfig(kind="address", address="tcp://127.0.0.1:1", retries=3)
-        run = _client_compute(client, False, cfg, "somewhere", lambda: None)
+        run, _ = _client_compute(client, False, cfg, "somewhere", lambda: None)
         assert run(delayed(1), delayed(2)) == (1, 2)
     assert seen["retries"] == 3
 
