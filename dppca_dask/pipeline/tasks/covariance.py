@@ -109,9 +109,8 @@ def covariance_noise(cfg: RunConfig, setup: CovarianceSetup, budget: BudgetPlan,
             f"grid 2^(i/32): the robust {_r(rule.q_robust)} quantile (rho = "
             f"{_r(robust_rec.rho or 0.0)}), a gap test at the {_r(rule.q_gap)} quantile within "
             f"2^2 above it (rho = {_r(gap_rec.rho or 0.0)}) and the tail {_r(rule.q)} quantile "
-            f"(rho = {_r(tail_rec.rho or 0.0)}; the radius unless a gap is found or the "
-            f"{rule.binding} rule binds); the method gets rho = "
-            f"{_r(plan.rho - parts['radius'])}")
+            f"from it up (rho = {_r(tail_rec.rho or 0.0)}; the radius unless the gap test runs "
+            f"off its window); the method gets rho = {_r(plan.rho - parts['radius'])}")
         plan = resolve_zcdp(rho=plan.rho - parts["radius"], owner=_OWNER)
     if opts.method == "ssp":
         sd = sens.frobenius / math.sqrt(2.0 * plan.rho)
