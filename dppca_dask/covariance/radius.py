@@ -58,6 +58,7 @@ __all__ = [
     "RADIUS_SHARE",
     "SEARCH_SHARES",
     "TAIL_COEFFICIENT",
+    "TAIL_EXPONENT",
     "RadiusRelease",
     "RadiusRule",
     "radius_graph",
@@ -83,7 +84,9 @@ CONTAMINATION = 0.10
 """κ: the robust radius leaves at least this fraction of the rows outside (far outliers up to a
 few per cent, and heavy tails beyond the gap test's window, are clipped at it)."""
 TAIL_COEFFICIENT = 0.5
-"""C of the tail fraction f = C·√(d/(n·√ρ_cov)) (:func:`radius_rule`)."""
+"""C of the tail fraction f = C·(d/(n·√ρ_cov))^a (:func:`radius_rule`)."""
+TAIL_EXPONENT = 0.55
+"""a of the tail fraction (fitted: docs/design/covariance_sensitivity.md, "The quantile rule")."""
 GAP_OCTAVES = 2
 """h: the gap test and the tail search look at most 2^h above the robust radius."""
 GAP_DIVISOR = 3.0
@@ -145,19 +148,20 @@ class RadiusRule:
 def radius_rule(n: int, d: int, rho: float) -> RadiusRule:
     """The quantiles the private radius targets, from the public n, d and ρ only.
 
-    The tail fraction f = C·√(d/(n·√ρ_cov)) (C = :data:`TAIL_COEFFICIENT`, ρ_cov the
-    method's part of ρ, f ≤ ½), i.e. k = f·n = C·√(n·d/√ρ_cov) rows outside: the geometric mean
-    of n and the noise-balance count d/√ρ_cov (docs/design/covariance_sensitivity.md, "The
-    quantile rule"). The robust radius targets 1 − max(κ, f), the gap test 1 − f/3.
+    The tail fraction f = C·(d/(n·√ρ_cov))^a (C = :data:`TAIL_COEFFICIENT`, a =
+    :data:`TAIL_EXPONENT`, ρ_cov the method's part of ρ, f ≤ ½), i.e. k = f·n = C·n^(1−a)·
+    (d/√ρ_cov)^a rows outside: between the noise-balance count d/√ρ_cov (a = 1) and a share of
+    n (a = 0), a fitted on exact radii (docs/design/covariance_sensitivity.md, "The quantile
+    rule"). The robust radius targets 1 − max(κ, f), the gap test 1 − f/3.
 
     Examples
     --------
     >>> rule = radius_rule(5000, 20, 1.0)
     >>> round(1 - rule.q, 4), round(1 - rule.q_robust, 2), rule.binding
-    (0.0325, 0.1, 'tail')
+    (0.0247, 0.1, 'tail')
     """
     rho_cov = split_rho(rho)[3]
-    tail = TAIL_COEFFICIENT * math.sqrt(d / (n * math.sqrt(rho_cov)))
+    tail = TAIL_COEFFICIENT * (d / (n * math.sqrt(rho_cov))) ** TAIL_EXPONENT
     binding = "tail" if tail < CONTAMINATION else "robust"
     if tail > 0.5:
         binding, tail = "half", 0.5
