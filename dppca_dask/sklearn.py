@@ -368,7 +368,7 @@ class DPCovariance(BaseEstimator):
         preset's.
     preset
         ``"recommended"`` (default: ``method="auto", clip="row", radius="private"``, a private
-        row-norm quantile from 5 % of the budget) or ``"seed"`` (the R package's
+        row-norm quantile from 10 % of the budget) or ``"seed"`` (the R package's
         ``method="pace_ggm", clip="box"``, with ``bounds``); see
         :func:`~dppca_dask.dp_covariance`.
     random_state

@@ -153,6 +153,14 @@ def test_record_rho__gaussian_records_state_the_rho_of_their_noise():
     em = exponential_mechanism(np.array([0.0, 1.0]), epsilon=0.6, sensitivity=1.0, rng=rng,
                                component="em").record
     assert record_rho(em) == pytest.approx(0.6**2 / 8)  # bounded range: ε²/8
+    # AboveThreshold stated in zCDP (the covariance radius's searches): ε-DP, so ε²/2; the
+    # same search stated as pure ε composes to the same ρ
+    at = above_threshold(np.arange(5.0), threshold=2.5, eps=0.3, rng=rng, component="r",
+                         pure=False).record
+    assert (at.rho, at.eps, at.calibration) == (pytest.approx(0.3**2 / 2), 0.0, "zcdp")
+    assert record_rho(at) == at.rho
+    assert record_rho(above_threshold(np.arange(5.0), threshold=2.5, eps=0.3, rng=rng,
+                                      component="r").record) == pytest.approx(at.rho)
     lap = laplace_release(np.zeros(2), sensitivity=1.0, eps=0.4, rng=rng, component="l").record
     assert record_rho(lap) == pytest.approx(0.4**2 / 2)
     sh = stability_histogram(np.array([4, 0]), n=10, budget=budget, rng=rng,
@@ -469,12 +477,14 @@ def test_pld_eps__zcdp_only_and_histogram_records():
     hist = gaussian_histogram(np.array([1, 2, 3]), budget=b, calibration="analytic", rng=rng,
                               component="hist").record
     geo = geometric_histogram(np.array([4, 0, 1]), eps=0.6, rng=rng, component="geo").record
-    records = [zg, zs, em, hist, geo]
+    at = above_threshold(np.arange(5.0), threshold=2.5, eps=0.25, rng=rng, component="r",
+                         pure=False).record  # ε-DP stated as ρ = ε²/2: RR(ε)
+    records = [zg, zs, em, hist, geo, at]
     pdist = privacy_loss_distribution
     ref = _ref([pdist.from_gaussian_mechanism(standard_deviation=1 / math.sqrt(2 * 0.02)),
                 pdist.from_gaussian_mechanism(standard_deviation=1 / math.sqrt(2 * 0.01)),
                 _rr(0.4), *[pdist.from_discrete_gaussian_mechanism(hist.scale)] * 2,
-                *[_rr(0.3)] * 2])
+                *[_rr(0.3)] * 2, _rr(0.25)])
     comp = compose(records)
     for delta in (1e-6, 1e-4):
         expected = float(ref.get_epsilon_for_delta(delta))

@@ -513,7 +513,7 @@ def test_configs_covariance_yaml__is_valid():
     cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "covariance.yaml")
     assert cfg.task == "covariance" and cfg.covariance is not None
     assert cfg.covariance.method == "auto" and cfg.covariance.clip == "row"
-    assert cfg.covariance.radius == 20.0 and cfg.covariance.bounds is None
+    assert cfg.covariance.radius == "private" and cfg.covariance.bounds is None
 
 
 @pytest.mark.slow

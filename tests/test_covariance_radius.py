@@ -7,19 +7,18 @@ import math
 import dask.array as da
 import numpy as np
 import pytest
+from scipy import stats
 
 from dppca_dask import dp_covariance
 from dppca_dask.covariance.estimator import plan_covariance, resolve_preset
 from dppca_dask.covariance.radius import (
-    COARSE,
     RADIUS_SHARE,
     STEPS_PER_OCTAVE,
-    WINDOW,
     radius_grid,
     radius_records,
     radius_rule,
     release_radius,
-    split_rho,
+    search_epsilons,
 )
 from dppca_dask.errors import BudgetError, ParameterError
 from dppca_dask.kernels.gram import row_norm_counts
@@ -28,7 +27,7 @@ from dppca_dask.privacy.zcdp import resolve_zcdp
 from tests.helpers import write_store
 
 STEP = 2.0 ** (1.0 / STEPS_PER_OCTAVE)
-Z_ALPHA = 4.9  # two-sided normal quantile at alpha ~ 1e-6
+ALPHA = 1e-6  # every statistical check below fails a correct implementation with at most this
 
 
 def _data(seed: int, n: int = 3000, d: int = 5) -> np.ndarray:
@@ -60,77 +59,123 @@ def test_private_radius__counts_shift_by_whole_steps_under_powers_of_two():
             np.testing.assert_array_equal(scaled[:shift], base[-shift:])
 
 
-@pytest.mark.parametrize("scale", [1e-4, 1e4, 1e-6, 1e6])
-def test_private_radius__equivariant_to_units(scale):
+def _draws(counts: np.ndarray, n: int, d: int, rho: float, seeds: range, salt: int
+           ) -> np.ndarray:
+    """The released grid indices of :func:`release_radius` over seeded draws."""
+    grid = radius_grid()
+    return np.array([int(np.searchsorted(grid, release_radius(
+        counts, n=n, d=d, rho=rho, rng=np.random.default_rng([salt, s]), warn=False).radius))
+        for s in seeds])
+
+
+@pytest.mark.parametrize("k", [-20, 13])
+def test_private_radius__law_moves_by_whole_steps_under_powers_of_two(k):
+    # counts of x * 2^k are those of x shifted by 32k grid points (above), so the searches' law
+    # -- a function of the counts alone, up to the chance of stopping on the 32|k| extra empty
+    # points below the data, here below e^-40 -- is the same law shifted by 32k: two samples of
+    # released indices (minus the shift) pass a two-sample KS test at ALPHA
+    n, d, rho = 600, 4, 1.0
+    x = _data(2, n=n, d=d)
+    base = _draws(row_norm_counts(x, radius_grid()), n, d, rho, range(150), 1)
+    moved = _draws(row_norm_counts(x * 2.0 ** k, radius_grid()), n, d, rho, range(150), 2)
+    assert stats.ks_2samp(base, moved - STEPS_PER_OCTAVE * k).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e6])
+def test_private_radius__follows_the_data_in_any_units(scale):
     x = _data(3)
     ref = dp_covariance(x, rho=1.0, rng=7)
     fit = dp_covariance(x * scale, rho=1.0, rng=7)
-    ratio = fit.metadata["radius"] / (scale * ref.metadata["radius"])
-    # the released value is the upper end of the selected interval: a scale off the grid's
-    # lattice moves it by the grid's alignment (under one step) and the interval (one step)
-    assert STEP ** -2 * (1 - 1e-12) <= ratio <= STEP ** 2 * (1 + 1e-12)
-    # and so is the release, up to the radius's step (normalised units are the same)
+    norms = np.linalg.norm(x, axis=1)
+    for release, unit in ((ref, 1.0), (fit, scale)):
+        outside = float(np.mean(norms * unit >= release.metadata["radius"]))
+        rule = radius_rule(3000, 5, 1.0)
+        # the released radius sits among the data's norms, clipping about the rule's share of
+        # the rows (a generous band around 1 - q: the search's rank error at this n and rho is
+        # a few tens of rows, the bound of the next test)
+        assert 0.0 < outside < 3 * (1 - rule.q)
+    # and the releases agree in normalised units, up to the radius's own draw
     np.testing.assert_allclose(fit.covariance.values / scale**2, ref.covariance.values,
                                rtol=0.2, atol=0.05 * float(np.max(ref.covariance.values)))
     # a public radius does not follow the units: the same R on rescaled data clips everything
     assert ref.metadata["radius"] > 1.0 and ref.metadata["radius_private"] is True
 
 
-def _exact_law(counts: np.ndarray, n: int, d: int, rho: float) -> tuple[np.ndarray, np.ndarray]:
-    """The exact output law of :func:`release_radius` on ``counts``: (grid indices, probabilities);
-    each selection is the exponential mechanism over the intervals between grid points."""
+def _miss_bound(counts: np.ndarray, target: float, eps: float, t: float) -> tuple[int, float]:
+    """AboveThreshold (threshold T + E_0, step i passes with c_i + E_i, E ~ Exp(rate eps/2)) on
+    ``counts``: the first index j with c_j >= T + t, and an upper bound on the probability that
+    it stops anywhere but at an index i <= j with c_i > T - t. Stopping at some i with
+    c_i <= T - t needs E_i - E_0 >= T - c_i, probability e^{-lam (T - c_i)}/2 (a difference of
+    two i.i.d. exponentials); passing j needs E_0 - E_j > c_j - T >= t, at most e^{-lam t}/2."""
+    lam = eps / 2.0
+    low = counts <= target - t
+    early = 0.5 * float(np.sum(np.exp(-lam * (target - counts[low]))))
+    j = int(np.argmax(counts >= target + t))
+    return j, early + 0.5 * math.exp(-lam * t)
+
+
+def _binomial_limit(m: int, p: float) -> int:
+    """The largest count of misses among m draws that a miss probability <= p explains at
+    ALPHA (one-sided binomial upper quantile)."""
+    return int(stats.binom.ppf(1 - ALPHA, m, min(p, 1.0)))
+
+
+@pytest.mark.parametrize("kind", ["bulk", "point mass"])
+def test_private_radius__robust_search_stops_near_its_target(kind):
+    # The robust search is AboveThreshold from the bottom of the grid at q_robust * n. With a
+    # point mass (20 % of the rows at one point beyond the bulk, the target inside it) every
+    # grid point above the mass has the same count n; the search stops at the first of them
+    # (the interval search of the previous version could, and a point search did, pick any).
+    n, d, rho = 2000, 5, 0.3
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(n, d))
+    if kind == "point mass":
+        x[rng.random(n) < 0.2] = np.full(d, 2.0)  # norm 2 sqrt(5): beyond the bulk's norms
     grid = radius_grid()
-    scale_rho, radius_rho, _ = split_rho(rho)
-    eps1, eps2 = math.sqrt(8 * scale_rho), math.sqrt(8 * radius_rho)
-    q = radius_rule(n, d, rho).q
-    coarse = np.arange(0, grid.size, COARSE)
-    def interval_scores(c: np.ndarray, target: float) -> np.ndarray:
-        lo, hi = np.r_[0.0, c], np.r_[c, float(n)]  # interval j = [t_(j-1), t_j)
-        return -np.maximum(0.0, np.maximum(lo - target, target - hi))
-
-    logits = eps1 * interval_scores(counts[coarse], 0.5 * n) / 2
-    first = np.exp(logits - logits.max())
-    first /= first.sum()
-    law = np.zeros(grid.size)
-    size = (WINDOW[0] + WINDOW[1]) * STEPS_PER_OCTAVE + 1
-    for j in np.flatnonzero(first > 1e-16):
-        centre = coarse[min(j, coarse.size - 1)]  # the released value: the interval's upper end
-        start = min(max(centre - WINDOW[0] * STEPS_PER_OCTAVE, 0), grid.size - size)
-        scores = eps2 * interval_scores(counts[start:start + size], q * n) / 2
-        second = np.exp(scores - scores.max())
-        second /= second.sum()
-        np.add.at(law, start + np.minimum(np.arange(size + 1), size - 1), first[j] * second)
-    return np.flatnonzero(law), law[law > 0]
-
-
-def test_private_radius__hits_the_targeted_quantile():
-    n, d, rho = 4000, 6, 0.5
-    x = _data(4, n=n, d=d)
-    counts = row_norm_counts(x, radius_grid())
-    q = radius_rule(n, d, rho).q
-    index, prob = _exact_law(counts, n, d, rho)
-    hit = counts[index] / n  # the fraction of rows strictly inside the released radius
-    mean = float(prob @ hit)
-    sd = math.sqrt(float(prob @ (hit - mean) ** 2))
-    # the law puts its mass near q: within the search's rank error (the rule's search floor is
-    # built so that leaving [q - 2k_s/n, q + 2k_s/n] has probability ~1e-3 or less) and the
-    # rows of one grid step
-    eps2 = math.sqrt(8 * split_rho(rho)[1])
-    k_search = 2 * (math.log(161) + 7) / eps2
-    step_rows = float(np.max(np.diff(counts[index]))) if index.size > 1 else 0.0
-    near = np.abs(hit - q) <= (2 * k_search + step_rows) / n
-    assert float(prob[near].sum()) >= 1 - 1e-3
-    # and the mechanism draws from that law: the mean fraction inside over m seeded draws is
-    # within z_alpha standard errors of the exact mean
+    counts = row_norm_counts(x, grid)
+    rule = radius_rule(n, d, rho)
+    eps = search_epsilons(rho)[0]
+    target = rule.q_robust * n
+    # the narrowest band (T - t, first c_j >= T + t] whose miss bound is at most 1e-3
+    t = next(t for t in np.arange(1.0, n, 1.0) if _miss_bound(counts, target, eps, t)[1] <= 1e-3)
+    j, bound = _miss_bound(counts, target, eps, t)
+    ok = np.zeros(grid.size, dtype=bool)
+    ok[:j + 1] = counts[:j + 1] > target - t
+    if kind == "point mass":  # the only allowed stop is the first point above the mass
+        assert np.flatnonzero(ok).tolist() == [j] and grid[j - 1] <= 2 * math.sqrt(d) < grid[j]
+    else:  # a band of a few grid steps around the target quantile
+        assert t < 0.05 * n and 1 <= np.count_nonzero(ok) <= 10
     m = 300
+    robust = [release_radius(counts, n=n, d=d, rho=rho, rng=np.random.default_rng([12, s]),
+                             warn=False).robust for s in range(m)]
+    misses = sum(not ok[int(np.searchsorted(grid, r))] for r in robust)
+    assert misses <= _binomial_limit(m, bound)
+
+
+def test_private_radius__far_outliers_are_found_beyond_a_gap():
+    # 4 % of the rows 2^4 beyond the bulk: the tail quantile lies in them, the gap test's window
+    # (2^2 above the robust radius) ends in the empty stretch below them, so it runs off and the
+    # release keeps the robust radius; without them the tail radius is used
+    n, d, rho = 20000, 5, 1.0
+    rng = np.random.default_rng(13)
+    x = rng.normal(size=(n, d))
+    rule = radius_rule(n, d, rho)
+    assert rule.binding == "tail" and 1 - rule.q_gap < 0.04 < 1 - rule.q_robust
+    far = x.copy()
+    far[: n // 25] = 16.0 * math.sqrt(d) * np.eye(d)[0] + rng.normal(size=(n // 25, d))
     grid = radius_grid()
-    draws = []
-    for seed in range(m):
-        rel = release_radius(counts, n=n, d=d, rho=rho, rng=np.random.default_rng([5, seed]))
-        draws.append(np.count_nonzero(np.linalg.norm(x, axis=1) < rel.radius) / n)
-        assert rel.radius in grid
-    assert abs(np.mean(draws) - mean) <= Z_ALPHA * sd / math.sqrt(m) + 1e-12
-    assert abs(mean - q) <= 3 * (1 - q) / 4  # the target, not the median or the maximum
+    for data, gap in ((x, False), (far, True)):
+        counts = row_norm_counts(data, grid)
+        found = [release_radius(counts, n=n, d=d, rho=rho, rng=np.random.default_rng([14, s]),
+                                warn=False) for s in range(40)]
+        assert all(f.gap is gap for f in found)
+        norms = np.linalg.norm(data, axis=1)
+        for f in found:
+            outside = float(np.mean(norms >= f.radius))
+            # with the gap: about the robust share outside; without: about the tail share
+            share = 1 - (rule.q_robust if gap else rule.q)
+            assert share / 2 < outside < 2 * share
+            assert f.radius == f.robust if gap else f.radius > f.robust
 
 
 @pytest.mark.parametrize("method", ["auto", "ssp", "diagonal", "pace_ggm"])
@@ -144,12 +189,16 @@ def test_private_radius__plan_equals_the_ledger(method, budget):
     rho = plan.total["rho"]
     assert fit.metadata["ledger_total"]["rho"] == pytest.approx(rho, rel=1e-12)
     radius = [r for r in fit.ledger if r.component == "radius"]
-    assert [r.rho for r in radius] == [r.rho for r in radius_records(rho)]
+    budget_rho = resolve_zcdp(owner="dp_covariance", **budget).rho
+    assert radius == list(radius_records(budget_rho))  # every field: one builder for both
+    assert [r.mechanism for r in radius] == ["durfee_above_threshold"] * 3
+    assert [r.rho for r in radius] == [e * e / 2 for e in search_epsilons(budget_rho)]
     assert math.fsum(r.rho for r in radius) == pytest.approx(RADIUS_SHARE * rho, rel=1e-12)
-    assert list(fit.ledger[:2]) == radius  # drawn first
+    assert list(fit.ledger[:3]) == radius  # drawn first
     assert fit.metadata["clip"] == "row" and fit.metadata["radius_private"] is True
     assert fit.dataset["bound"].attrs["private"] == 1
-    assert {"radius", "radius_scale", "bounds"} <= set(fit.metadata["post_processing"])
+    assert {"radius", "radius_robust", "radius_gap", "bounds"} <= set(
+        fit.metadata["post_processing"])
 
 
 def test_private_radius__a_public_radius_plans_no_search():
@@ -206,7 +255,8 @@ def test_private_radius__bad_values_name_the_parameter(kwargs, param, rule):
 def test_private_radius__small_n_warns_from_public_quantities():
     from dppca_dask.errors import UtilityWarning
 
-    assert radius_rule(100, 3, 0.01).binding == "half"
+    assert radius_rule(100, 3, 0.01).binding == "robust"
+    assert radius_rule(20, 50, 0.01).binding == "half"
     with pytest.warns(UtilityWarning, match="private radius"):
         dp_covariance(_data(9, n=100, d=3), rho=0.01, rng=1)
     with pytest.raises(BudgetError):
@@ -252,3 +302,12 @@ def test_benchmark_covariance_radius__equals_dp_covariance():
                         log=lambda _: None)
         text, misses = bench.table(res, (1.0,), ("outliers",), (1.0, 1e3))
         assert "SSP (row, 1.5√d literal)" in text and isinstance(misses, list)
+        held = bench.heldout_run(1, 2, sizes=((600, 3),), kinds=("point mass", "t4 x1e3"),
+                                 rhos=(1.0,), log=lambda _: None)
+        text, misses = bench.heldout_table(held)
+        assert "| point mass | 600 | 3 | 1 |" in text and "| t4 x1e3 | 600 | 3 | 1 |" in text
+        assert isinstance(misses, list)
+        # a kind in other units is its base kind's data, rescaled: the same estimand
+        x, m, unit = bench.heldout_sample("t4 x1e3", 50, 3, np.random.default_rng(5), 2)
+        y, m4, _ = bench.heldout_sample("t4", 50, 3, np.random.default_rng(5), 2)
+        assert unit == 1e3 and np.array_equal(x, y * 1e3) and np.array_equal(m, m4)

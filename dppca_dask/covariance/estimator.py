@@ -447,9 +447,9 @@ def dp_covariance(
     and the variable names are public.
 
     The default (``preset="recommended"``, no ``bounds``, no ``radius``) is ``method="auto",
-    clip="row", radius="private"``: 5 % of ρ buys a private quantile of the row norms (a rule
-    of n, d and ρ picks which), the rest the SSP release clipped at it, post-processed by
-    shrinkage. ``preset="seed"`` is the R package's ``method="pace_ggm", clip="box"`` (give
+    clip="row", radius="private"``: 10 % of ρ buys a private quantile of the row norms (a rule
+    of n, d and ρ picks which, kept below far outliers by a gap test), the rest the SSP release
+    clipped at it, post-processed by shrinkage. ``preset="seed"`` is the R package's ``method="pace_ggm", clip="box"`` (give
     ``bounds``). ``method``, ``clip`` and ``radius`` left at None take the preset's value;
     explicit arguments always win (:func:`resolve_preset`).
 
@@ -490,12 +490,14 @@ def dp_covariance(
         most ``radius`` R (Analyze-Gauss), which cuts the SSP noise from √2·d·B²/n to √2·R²/n
         in Frobenius norm; ``bounds`` must then be None. ``radius`` is a public positive
         float, or ``"private"`` (the default with row clipping): R is then released first,
-        from :data:`~dppca_dask.covariance.radius.RADIUS_SHARE` of ρ, by exponential-mechanism
-        searches on a public geometric grid (equivariant to the data's units; one more data
+        from :data:`~dppca_dask.covariance.radius.RADIUS_SHARE` of ρ, by AboveThreshold
+        searches up a public geometric grid (equivariant to the data's units; one more data
         pass; docs/design/covariance_sensitivity.md, "The private radius"), and the method gets
         the rest of ρ. The stored ``bound`` is R for every variable (``|x_j| ≤ ‖x‖ ≤ R``), marked
         private when R is; ``metadata["radius"]`` is R, ``metadata["radius_quantile"]`` the
-        public quantile it targets.
+        public tail quantile it targets, ``metadata["radius_robust_quantile"]`` the public
+        quantile of the robust radius ``metadata["radius_robust"]``, which R is when
+        ``metadata["radius_gap"]`` (released) says the top rows lie beyond a gap.
     preset
         ``"recommended"`` (default) or ``"seed"``: what ``method``, ``clip`` and ``radius``
         left at None mean (above).
@@ -517,7 +519,7 @@ def dp_covariance(
     >>> X = np.random.default_rng(0).uniform(-1, 1, size=(500, 4))
     >>> fit = dp_covariance(X, rho=1.0, rng=1)  # auto, row clipping at a private radius
     >>> fit.method, round(fit.metadata["radius_quantile"], 3), 0.5 < fit.metadata["radius"] < 2.0
-    ('auto', 0.912, True)
+    ('auto', 0.964, True)
     >>> fit = dp_covariance(X, rho=1.0, bounds=1.0, preset="seed", rng=1)
     >>> fit.covariance.shape, bool(np.all(np.linalg.eigvalsh(fit.covariance.values) > 0))
     ((4, 4), True)
@@ -557,8 +559,8 @@ def rho_allocations(method: str, rho: float, control: Any, d: int,
     """The named parts of ρ (``radius`` first when the radius is private; the method's parts
     then share what is left)."""
     if private_radius:
-        scale, search, rest = split_rho(rho)
-        return (("radius", scale + search), *rho_allocations(method, rest, control, d))
+        robust, gap, tail, rest = split_rho(rho)
+        return (("radius", robust + gap + tail), *rho_allocations(method, rest, control, d))
     if method == "pace_ggm":
         shares = initial_shares(control, d)
         rounds = 1.0 - shares["diagonal"] - shares["mean"]
@@ -584,7 +586,7 @@ def fit_covariance(
 
     ``clip="row"``: ``bounds`` holds d copies of the radius R (:func:`parse_clip`), or is None
     for the private radius: a count pass and the radius searches run first (RNG order: the
-    scale search, the radius search, then the method's draws)."""
+    robust search, the gap test, the tail search, then the method's draws)."""
     if source.n < 1:
         raise ParameterError("dp_covariance needs at least one row.")
     if source.n == 1:  # public n: the warning says nothing about the data
@@ -602,7 +604,7 @@ def fit_covariance(
         found = release_radius(counts, n=source.n, d=source.p, rho=plan.rho,
                                rng=rng_state.generator)
         bounds = np.full(source.p, found.radius)
-        rho_method = split_rho(plan.rho)[2]
+        rho_method = split_rho(plan.rho)[3]
     (parts,) = run(once(_moment_graph(source, bounds, report_clipping, clip)))
     gram, sums, clipped = parts
     estimate = release_covariance(gram / source.n, n=source.n, bounds=bounds, rho=rho_method,
@@ -618,7 +620,7 @@ def fit_covariance(
     )
 
 
-RADIUS_KEYS = ("radius", "radius_scale", "bounds")
+RADIUS_KEYS = ("radius", "radius_robust", "radius_gap", "bounds")
 """The metadata keys that hold the released radius (post-processing when it is private)."""
 
 
@@ -627,8 +629,9 @@ def with_radius(estimate: CovarianceEstimate, found: RadiusRelease) -> Covarianc
     (private: declared post-processing) and public rule into the info."""
     estimate.ledger = [*found.records, *estimate.ledger]
     info = estimate.info
-    info.update(radius=found.radius, radius_private=True, radius_scale=found.scale,
-                radius_quantile=found.rule.q, radius_rule=found.rule.binding)
+    info.update(radius=found.radius, radius_private=True, radius_robust=found.robust,
+                radius_gap=found.gap, radius_quantile=found.rule.q,
+                radius_robust_quantile=found.rule.q_robust, radius_rule=found.rule.binding)
     info["post_processing"] = [*info.get("post_processing", []), *RADIUS_KEYS]
     return estimate
 
@@ -656,7 +659,7 @@ def plan_covariance(p: int, plan: ZCDPPlan, *, method: str | None = None,
     >>> from dppca_dask.privacy.zcdp import resolve_zcdp
     >>> plan = plan_covariance(4, resolve_zcdp(rho=1.0, owner="dp_covariance"))
     >>> [(r.component, round(r.rho, 4)) for r in plan.records], plan.passes
-    ([('radius', 0.0125), ('radius', 0.0375), ('ssp', 0.95)], 2)
+    ([('radius', 0.04), ('radius', 0.02), ('radius', 0.04), ('ssp', 0.9)], 2)
     """
     method, clip, radius = resolve_preset(preset, method=method, clip=clip, bounds=bounds,
                                           radius=radius)

@@ -14,7 +14,8 @@ counted elsewhere and are left out):
 * **pure ε** (δ = 0, no stated ρ: ``laplace``, ``durfee_above_threshold``): ε-DP, hence
   ε²/2-zCDP (Bun & Steinke 2016, Prop. 1.4);
 * **zCDP only** (calibration ``"zcdp"``: ``gaussian_zcdp``, ``gaussian_zcdp_symmetric``,
-  ``exponential_mechanism`` with ρ = ε²/8 (Cesar & Rogers 2021); also any record stating ρ with
+  ``exponential_mechanism`` with ρ = ε²/8 (Cesar & Rogers 2021), ``durfee_above_threshold``
+  stated as ρ = ε²/2 (the covariance radius's searches); also any record stating ρ with
   ε = δ = 0 or ε = ∞): their ``eps``/``delta`` fields state no guarantee; only ρ does;
 * **other** -- (ε, δ) with δ > 0 and no ρ (``smooth_sensitivity_laplace``,
   ``stability_histogram``): basic composition only.

@@ -40,6 +40,8 @@ The mappings (record -> hybrid mechanism -> dominating pair), each sound for the
   noise to [−t, t]; t is chosen so the cut mass is η ≤ 2^-200 (sub-Gaussian tail, CKS 2020), a
   bridge with a = 0, ln(1/(1 − η)) and a tail η;
 * **exponential mechanism** (zCDP record, ρ = ε²/8): ε-DP, so RR(ε) with ε = √(8ρ);
+* **AboveThreshold stated in zCDP** (``durfee_above_threshold`` with ρ = ε²/2, the covariance
+  radius's searches): ε-DP, so RR(ε) with ε = √(2ρ);
 * **every other record with an (ε, δ) statement** (AboveThreshold, multivariate Laplace,
   ``stability_histogram``, ``smooth_sensitivity_laplace``, records without their public fields):
   the generic pair of (ε, δ)-DP (``from_privacy_parameters``: δ at +∞, RR(ε) on the rest;
@@ -124,6 +126,8 @@ def _record_pairs(get: Any) -> tuple[list[Spec], LatticeGaussian | None, float |
         return [("dgauss", sd), ("dgauss", sd)], None, None, 2
     if mechanism == "exponential_mechanism" and _pos(get("rho")):
         return [("rr", math.sqrt(8.0 * float(get("rho"))) * (1 + 1e-12), 0.0)], None, None, 0
+    if mechanism == "durfee_above_threshold" and _pos(get("rho")):  # its zCDP form: ρ = ε²/2
+        return [("rr", math.sqrt(2.0 * float(get("rho"))) * (1 + 1e-12), 0.0)], None, None, 0
     zcdp_only = get("calibration") == "zcdp" or eps == math.inf or (
         get("rho") is not None and eps == 0 and delta == 0)
     if zcdp_only:

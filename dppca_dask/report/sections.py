@@ -145,8 +145,10 @@ def covariance_sections(result: Any) -> list[Section]:
               f"entries ({num(100.0 * count / pairs if pairs else 0.0, 3)} %)"
             + (f" in {meta['rounds']} rounds" if meta["method"] == "pace_ggm" else "")
             + ("; rows clipped at a private radius R = "
-               f"{num(float(meta['radius']), 4)} (the private "
-               f"{num(float(meta['radius_quantile']), 4)} quantile search of the row norms)</p>"
+               f"{num(float(meta['radius']), 4)} (private searches of the row norms: the "
+               f"{num(float(meta['radius_quantile']), 4)} quantile, or the "
+               f"{num(float(meta.get('radius_robust_quantile', meta['radius_quantile'])), 4)} "
+               "quantile when the top rows lie beyond a gap)</p>"
                if meta.get("radius_private") else "; bounds are public.</p>"))
     return [Section("Covariance", body, "covariance")]
 

@@ -18,7 +18,8 @@ Dataset schema (dims ``variable`` and ``variable_``, both labelled with the vari
 attrs: ``dppca_kind`` and ``dppca_metadata`` (JSON: n, p, the zCDP plan, the ledger of every
 mechanism call, ``ledger_total`` {rho, and eps at the requested delta}, method, control, rounds,
 measured fraction, solver statistics; with a private radius its released value ``radius``, the
-scale ``radius_scale`` and the public ``radius_quantile``; never a seed or a data statistic).
+robust radius ``radius_robust``, the released gap flag ``radius_gap`` and the public
+``radius_quantile`` and ``radius_robust_quantile``; never a seed or a data statistic).
 """
 
 from __future__ import annotations
@@ -59,10 +60,12 @@ def _budget(meta: dict[str, Any]) -> str:
 def _bounds(values: np.ndarray, meta: dict[str, Any] | None = None) -> str:
     info = (meta or {}).get("info") or {}
     if (meta or {}).get("clip", info.get("clip")) == "row":
-        if (meta or {}).get("radius_private"):
+        if meta is not None and meta.get("radius_private"):
+            tail = float(meta["radius_quantile"])
+            robust = float(meta.get("radius_robust_quantile", tail))
             return (f"Bounds: rows clipped to ||x|| <= {_r(float(values[0]))} (private radius R, "
-                    f"targeting the {_r(meta['radius_quantile'])} quantile of the row norms)"
-                    if meta is not None else "")
+                    f"targeting the {_r(tail)} quantile of the row norms, or the {_r(robust)} "
+                    "quantile when the top rows lie beyond a gap)")
         return f"Bounds: rows clipped to ||x|| <= {_r(float(values[0]))} (public radius R)"
     if np.all(values == values[0]):
         return f"Bounds: |x_j| <= {_r(float(values[0]))} (public)"

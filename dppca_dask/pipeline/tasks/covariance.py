@@ -103,13 +103,14 @@ def covariance_noise(cfg: RunConfig, setup: CovarianceSetup, budget: BudgetPlan,
     ]
     if private:
         rule = radius_rule(n, d, plan.rho)
-        scale_rec, radius_rec = release.records[:2]
+        robust_rec, gap_rec, tail_rec = release.records[:3]
         lines.append(
-            f"    radius: rho = {_r(parts['radius'])}; exponential mechanism searches on the "
-            f"row norms: the median on {scale_rec.draws} grid points 2^(j/2) (rho = "
-            f"{_r(scale_rec.rho or 0.0)}), then the {_r(rule.q)} quantile ({rule.binding} rule) "
-            f"on {radius_rec.draws} points 2^(i/32) around it (rho = {_r(radius_rec.rho or 0.0)}); "
-            f"the method gets rho = {_r(plan.rho - parts['radius'])}")
+            f"    radius: rho = {_r(parts['radius'])}; AboveThreshold searches up the row-norm "
+            f"grid 2^(i/32): the robust {_r(rule.q_robust)} quantile (rho = "
+            f"{_r(robust_rec.rho or 0.0)}), a gap test at the {_r(rule.q_gap)} quantile within "
+            f"2^2 above it (rho = {_r(gap_rec.rho or 0.0)}) and the tail {_r(rule.q)} quantile "
+            f"from it up (rho = {_r(tail_rec.rho or 0.0)}; the radius unless the gap test runs "
+            f"off its window); the method gets rho = {_r(plan.rho - parts['radius'])}")
         plan = resolve_zcdp(rho=plan.rho - parts["radius"], owner=_OWNER)
     if opts.method == "ssp":
         sd = sens.frobenius / math.sqrt(2.0 * plan.rho)

@@ -23,15 +23,24 @@ __all__ = [
 
 
 def above_threshold_record(*, component: str, eps: float, steps: int | None,
-                           label: str = "") -> SpendRecord:
+                           label: str = "", pure: bool = True) -> SpendRecord:
     """The record of one :func:`above_threshold` on a grid of ``steps`` counts (count
     sensitivity 1, Exp scale 2/ε; draws: the public upper bound ``steps + 1``, 0 where a plan
-    does not state the grid). The one builder of this record: the plans and the mechanism
-    call it."""
+    does not state the grid): stated as ε-DP (default), or with ``pure=False`` as
+    ρ = ε²/2-zCDP (an ε-DP mechanism is ε²/2-zCDP: Bun & Steinke 2016, Prop. 1.4), for a
+    release composed in zCDP (the covariance's private radius). The one builder of this
+    record: the plans and the mechanism call it."""
+    draws = 0 if steps is None else steps + 1
+    if pure:
+        return SpendRecord(
+            component=component, mechanism="durfee_above_threshold", eps=eps, delta=0.0,
+            sensitivity=1.0, sensitivity_norm="count", noise="exponential", scale=2.0 / eps,
+            draws=draws, note=label)
     return SpendRecord(
-        component=component, mechanism="durfee_above_threshold", eps=eps, delta=0.0,
+        component=component, mechanism="durfee_above_threshold", eps=0.0, delta=0.0,
         sensitivity=1.0, sensitivity_norm="count", noise="exponential", scale=2.0 / eps,
-        draws=0 if steps is None else steps + 1, note=label)
+        rho=eps * eps / 2.0, calibration="zcdp", draws=draws,
+        note=(f"epsilon = {eps!r} (pure DP). " + label).strip())
 
 
 def above_threshold(
@@ -42,6 +51,7 @@ def above_threshold(
     rng: Any,
     component: str,
     label: str = "",
+    pure: bool = True,
 ) -> Release:
     """Durfee's monotone AboveThreshold on a non-decreasing count vector (pure ε-DP).
 
@@ -53,7 +63,8 @@ def above_threshold(
     the public upper bound, one more than the grid length).
 
     Returns a :class:`Release` whose value is ``(index, capped)``: the stopping index (0-based),
-    and whether the search ran off the end of the grid (then ``index`` is the last one).
+    and whether the search ran off the end of the grid (then ``index`` is the last one). The
+    record states ε, or with ``pure=False`` ρ = ε²/2 (:func:`above_threshold_record`).
     """
     scale = 2.0 / eps
     noisy_threshold = threshold + float(rng.exponential(scale))
@@ -62,7 +73,8 @@ def above_threshold(
         if float(count) + float(rng.exponential(scale)) >= noisy_threshold:
             index, capped = i, False
             break
-    record = above_threshold_record(component=component, eps=eps, steps=len(counts), label=label)
+    record = above_threshold_record(component=component, eps=eps, steps=len(counts), label=label,
+                                    pure=pure)
     return Release((index, capped), record)
 
 
