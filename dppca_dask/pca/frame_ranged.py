@@ -59,6 +59,7 @@ __all__ = [
     "LOCATE_STEPS",
     "RADIUS_FACTOR",
     "RADIUS_FACTOR_MAX",
+    "RADIUS_FACTOR_MIN",
     "RANGED_MIN_N_EPS",
     "RANGED_QUANTILE",
     "RANGED_SHARES",
@@ -100,6 +101,11 @@ for the search's noise; t(2) (4.8) and heavier tails are not covered (docs/desig
 ranged frame": why the demo's budget affords no tail counts)."""
 RADIUS_FACTOR_MAX = 64.0
 """The largest F the tail counts can set (a t(1) tail needs about 20)."""
+RADIUS_FACTOR_MIN = 2.0
+"""The smallest F the tail counts can set: below it a count whose noise happened to be 3–5
+scales low (which the bounds miss with probability of order 1 %) would put t(3) tails (q_0.995
+= 3.2·Q) under 0.5 × their quantile, while lower factors gain little on the light shapes
+(clusters, uniform: q_0.995 ≈ Q) that could use them."""
 TAIL_MIN_N_EPS = 600.0
 """The tail counts get a share of the frame ε only where n·ε_f exceeds this: up to it the centre
 and Q need the whole frame ε (the demo: 5000 × 0.1167 = 583), and below it a count's noise
@@ -117,7 +123,8 @@ TAIL_Z = 3.0
 probability e^(−3)/2 = 2.5 %)."""
 TAIL_FACTORS = (0.65, 1.7, 2.0)
 """(low, high, cap) of :func:`radius_factor`: F = median(low·r_hi, :data:`RADIUS_FACTOR`,
-high·r_lo), at most cap·r_hi, with [r_lo, r_hi] the counts' bounds on q_0.995/Q."""
+high·r_lo), at most cap·r_hi, at least :data:`RADIUS_FACTOR_MIN`, with [r_lo, r_hi] the
+counts' bounds on q_0.995/Q."""
 RANGED_MIN_N_EPS = 500.0
 """``frame="auto"`` (the recommended) is ``"ranged"`` when n·ε_frame reaches this, else
 ``"capped"``: below it the locate selection over 81 923 candidates fails too often (probability
@@ -215,15 +222,16 @@ def radius_factor(counts: Any, scales: Any, n: int) -> float:
     high, cap) = :data:`TAIL_FACTORS`, F = median(low·r_hi, :data:`RADIUS_FACTOR`, high·r_lo):
     the default factor stays unless the counts say it is too large (r_hi small: F ≥ low·r_hi)
     or too small (r_lo large: F = high·r_lo); then F ≤ cap·r_hi (a far count near 0 caps a
-    heavy-looking start: an outer cluster, not a tail), and F ≤ :data:`RADIUS_FACTOR_MAX`.
-    Noisy counts give wide bounds, and F = :data:`RADIUS_FACTOR`.
+    heavy-looking start: an outer cluster, not a tail), and F within
+    [:data:`RADIUS_FACTOR_MIN`, :data:`RADIUS_FACTOR_MAX`]. Noisy counts give wide bounds, and
+    F = :data:`RADIUS_FACTOR`.
 
     Examples
     --------
     >>> round(radius_factor([500, 180, 65], [1.0, 1.0, 1.0], 5000), 2)  # a t(1.5)-like tail
     5.22
-    >>> round(radius_factor([500, 0, 0], [1.0, 1.0, 1.0], 5000), 2)  # nothing beyond 2Q
-    1.7
+    >>> radius_factor([500, 0, 0], [1.0, 1.0, 1.0], 5000)  # nothing beyond 2Q
+    2.0
     >>> radius_factor([500, 180, 65], [300.0, 300.0, 300.0], 5000)  # too noisy to tell
     2.4
     """
@@ -235,7 +243,7 @@ def radius_factor(counts: Any, scales: Any, n: int) -> float:
     r_hi = max(tail_ratio(np.r_[first, m[1:] + b[1:]], level) for first in ends)
     low, high, cap = TAIL_FACTORS
     factor = sorted([low * r_hi, RADIUS_FACTOR, high * r_lo])[1]
-    return float(min(factor, cap * r_hi, RADIUS_FACTOR_MAX))
+    return float(min(max(min(factor, cap * r_hi), RADIUS_FACTOR_MIN), RADIUS_FACTOR_MAX))
 
 
 def _interval(points: np.ndarray, j: int) -> tuple[float, float, bool]:
