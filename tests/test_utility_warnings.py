@@ -161,3 +161,34 @@ def test_dp_scree__warns_for_an_unreliable_method_before_reading_data():
         warnings.simplefilter("error", UtilityWarning)
         dp_scree(x, privacy=privacy_control(eps=1e4, delta=1e-5), k=2, method="clipped",
                  control=controls["clipped"], calibration="analytic", rng=1)
+
+
+def test_unreliable_messages__pmwm_range_below_its_cut_off_grid():
+    """pmwm's cut-off grid ±(β^j − 1) is fixed in units of w (steps of 0.01 near 0): a range
+    [a, b] narrower than 10 of its steps is flagged; the demo's [0, 200] is not."""
+    small = {"pmwm": pmwm_control(a=0, b=0.05, trim_const=10, eta=0.01)}
+    (message,) = unreliable_messages(["pmwm"], small, n=5000, k=2, budget=DEMO_BUDGET,
+                                     calibration="analytic")
+    assert message.startswith("scree method 'pmwm': its cut-off searches")
+    assert not [m for m in unreliable_messages(["pmwm"], DEMO, n=5000, k=2, budget=DEMO_BUDGET,
+                                               calibration="analytic") if "cut-off" in m]
+
+
+@pytest.mark.parametrize(("scale", "shift", "warns"), [(1.0, 0.0, False), (2.0 ** -20, 0.0, True),
+                                                        (1.0, 1e6, True)])
+def test_dp_scree__warns_when_the_private_centre_noise_dominates(scale, shift, warns):
+    """The private centre's radius grid starts at 0.1 in the scores' units and round 1 starts at
+    0: scores with a spread of 2^-20 or 10^6 spreads from 0 get a centre whose noise variance
+    exceeds 10 % of the released values (docs/performance.md §4d); unit data near 0 do not."""
+    import warnings
+
+    from dppca_dask.errors import UtilityWarning
+
+    x = (np.random.default_rng(3).normal(size=(2000, 4)) * [4.0, 2.0, 1.0, 0.5] + shift) * scale
+    control = {"C_clip": 64.0 * scale**2}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UtilityWarning)
+        dp_scree(x, privacy=privacy_control(eps=1.0, delta=1e-5), k=2, method="clipped",
+                 control=control, V_dp=np.eye(4)[:, :2], rng=1)
+    centre = [w for w in caught if "private centre" in str(w.message)]
+    assert bool(centre) == warns

@@ -4,7 +4,8 @@ Four constructions (docs/spec/SPEC_dppca.md §6.3, §6.4; docs/design/frame.md):
 
 * ``"ranged"`` (recommended, the default; pure ε-DP) -- equivariant to units and location: a
   private interval for the centre on a signed geometric grid, a refined centre inside it, then
-  private quantiles of |s − c| on a two-sided geometric grid and a tail extrapolation
+  a private 0.9 quantile Q of |s − c| on a two-sided geometric grid, R = 2.4·Q, and where
+  n·ε_frame exceeds 600 three noisy tail counts (beyond Q, 2Q, 4Q) that set the factor
   (:mod:`dppca_dask.pca.frame_ranged`). Three data passes.
 
 * ``"durfee"`` (the seed's; pure ε-DP, no δ) -- per axis, the centre c is Durfee's unbounded
@@ -392,12 +393,16 @@ def frame_stage(
     return make(x, directions, n=n, eps=eps, rng=rng, labels=labels)
 
 
-def frame_records(method: str, eps: float, delta: float = 0.0) -> list[SpendRecord]:
+def frame_records(method: str, eps: float, delta: float = 0.0, *,
+                  n: int | None = None) -> list[SpendRecord]:
     """The frame's planned records (``eps``, ``delta``: the frame's allocation; δ is used by
-    "smooth" only), in the order the stage writes them, from the searches' record builders
-    and :func:`frame_budgets`. Every field is public but the smooth quantiles' scale."""
+    "smooth" only; ``n``: the public number of rows, which the ranged frame's split needs), in
+    the order the stage writes them, from the searches' record builders and
+    :func:`frame_budgets`. Every field is public but the smooth quantiles' scale."""
     if method == "ranged":
-        return ranged_records(eps)
+        if n is None:
+            raise ValueError("frame_records('ranged', ...) needs n: its split depends on n * eps.")
+        return ranged_records(eps, n)
     parts = frame_budgets(method, PrivacyBudget(eps, delta if method == "smooth" else 0.0))
     if method == "smooth":
         return [smooth_laplace_record(component="score", budget=parts["centre"], label=label)

@@ -441,7 +441,8 @@ def score_records(setup: Setup, budget: BudgetPlan) -> list[SpendRecord]:
     methods, calibration = options.score_methods, options.calibration
     frame = frame_method(setup, budget)
     frame_budget, hist = score_split(budget.spend("score"), frame)
-    out: list[SpendRecord] = frame_records(frame, frame_budget.eps, frame_budget.delta)
+    out: list[SpendRecord] = frame_records(frame, frame_budget.eps, frame_budget.delta,
+                                           n=setup.n)
     for m in (m for m in HISTOGRAM_METHODS if m in methods):  # one record for all groups
         label = f"{m} histogram (groups: parallel composition)"
         if m == "add":

@@ -21,6 +21,7 @@ together needs composition -- the ledger records every call.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -37,6 +38,7 @@ from dppca_dask._typing import (
     ScreeMethod,
     Sensitivity,
 )
+from dppca_dask.errors import UtilityWarning
 from dppca_dask.graph.kendall_layout import DEFAULT_PAIR_BLOCK
 from dppca_dask.graph.kept_scores import keep_decision, keep_scores
 from dppca_dask.graph.moments import moments
@@ -60,6 +62,7 @@ from dppca_dask.pca.options import (
 from dppca_dask.pca.postprocess import monotone_scree, ordered_eigh, scree_to_pve
 from dppca_dask.pca.scree_controls import ScreeControlLike
 from dppca_dask.pca.scree_methods import (
+    CENTER_NOISE_WARN,
     CENTER_SHARE,
     PROCEDURES,
     Context,
@@ -325,6 +328,8 @@ def scree_stage(
     passes += rounds
     if mode == "constants":
         extras = late
+    if mode == "private":
+        _check_center(correction, np.vstack(raw_list))
     raw = np.maximum(np.vstack(raw_list) - correction, 0.0)
     scree = np.vstack([monotone_scree(r) for r in raw]) if mono else raw
     pve = np.vstack([scree_to_pve(s) for s in scree])
@@ -366,6 +371,21 @@ def scree_stage(
         angles=None if released.angles is None else released.angles[:k],
         guaranteed=None if released.guaranteed is None else released.guaranteed[:k],
     ), tuple(ledger))
+
+
+def _check_center(correction: float, released: np.ndarray) -> None:
+    """Warn when the private centre's noise dominates the released values (post-processing of
+    released values only; :data:`~dppca_dask.pca.scree_methods.CENTER_NOISE_WARN`)."""
+    top = max(float(np.max(released)), 0.0)
+    if correction > CENTER_NOISE_WARN * top:
+        share = "all" if top <= 0 else f"{100 * correction / top:.0f} %"
+        warnings.warn(
+            f"dp_scree's private centre: its noise variance ({correction:.3g}, subtracted from "
+            f"every value) is {share} of the largest released value, so the values carry the "
+            "centre's noise. Its radius grid starts at 0.1 in the scores' units and its noise "
+            "grows with the scores' distance from 0: with scores far from 0 relative to their "
+            "spread, or a spread far below 0.1, pass center=<public constants> near the data's "
+            "mean, or shift and rescale X by public constants.", UtilityWarning, stacklevel=4)
 
 
 def center_rounds(center: Any) -> int:

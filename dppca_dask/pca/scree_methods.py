@@ -49,6 +49,7 @@ from dppca_dask.privacy.quantiles import (
 )
 
 __all__ = [
+    "CENTER_NOISE_WARN",
     "CENTER_ROUNDS",
     "CENTER_SHARE",
     "RADIUS_SHARE",
@@ -76,6 +77,14 @@ RADIUS_BETA = 1.1
 """Grid base of the radius search: 10% steps (a clipping radius needs no finer resolution) keep
 the search short, so few noisy comparisons can stop it early."""
 RADIUS_STEPS = 1000
+CENTER_NOISE_WARN = 0.1
+"""``dp_scree`` warns (UtilityWarning) when the private centre's noise variance, subtracted from
+every value, exceeds this share of the largest released value: the values then carry the
+centre's noise. The radius grid β^i − 1 is fixed in the scores' units (first point 0.1) and
+round 1 starts at 0, so scores with a spread far below 0.1 or far from 0 relative to their
+spread get such a centre; a two-sided grid would let the search stop early below the data
+(about 10 % of runs at the demo's round-1 ε, n·ε_R = 33), so the grid stays
+(docs/performance.md §4d, the grid audit)."""
 
 Procedure = Stage[Any]
 

@@ -57,7 +57,7 @@ from dppca_dask.results.scree_utility import RIGHT_BIN, UNRELIABLE_SD, released_
 _TRAPEZOID = getattr(np, "trapezoid", None) or np.trapz  # type: ignore[attr-defined]  # noqa: NPY201 (numpy < 2)
 """The trapezoid rule (``np.trapezoid`` from numpy 2.0, ``np.trapz`` before)."""
 
-__all__ = ["GAUSSIAN_M2_MEDIAN", "RIGHT_BIN", "UNRELIABLE_SD", "MethodNoise",
+__all__ = ["GAUSSIAN_M2_MEDIAN", "PMWM_GRID_STEPS", "RIGHT_BIN", "UNRELIABLE_SD", "MethodNoise",
            "argmax_probability", "method_noise", "noise_lines", "released_noise_lines",
            "unreliable_messages", "warn_unreliable"]
 
@@ -197,10 +197,24 @@ def _noises(methods: Sequence[str], controls: Mapping[str, Control], *, n: int, 
     return out
 
 
+PMWM_GRID_STEPS = 10
+"""pmwm's cut-off grid ±(β^j − 1) is fixed in units of w = (y − c)² (steps of β − 1 near 0, the
+R package's); the plan and the fit warn when [a, b] spans fewer than this many of its steps."""
+
+
 def unreliable_messages(methods: Sequence[str], controls: Mapping[str, Control], *, n: int,
                         k: int, budget: PrivacyBudget, calibration: str) -> list[str]:
-    """One line per method whose expected relative noise sd exceeds :data:`UNRELIABLE_SD`."""
+    """One line per method whose expected relative noise sd exceeds :data:`UNRELIABLE_SD`, and
+    one for a pmwm range [a, b] below the resolution of its cut-off grid
+    (:data:`PMWM_GRID_STEPS`)."""
     out = []
+    pmwm = controls.get("pmwm") if "pmwm" in methods else None
+    if isinstance(pmwm, PMWMControl) and pmwm.b - pmwm.a < PMWM_GRID_STEPS * (pmwm.beta - 1.0):
+        out.append(f"scree method 'pmwm': its cut-off searches run on the grid +-(beta^j - 1), "
+                   f"steps of beta - 1 = {_g(pmwm.beta - 1.0)} near 0 in units of w = "
+                   f"(y - c)^2, and [a, b] spans fewer than {PMWM_GRID_STEPS} of them, so the "
+                   "cut-offs are about a and b themselves; rescale X by a public factor so "
+                   "that w is of order 1 or more")
     for noise in _noises(methods, controls, n=n, k=k, budget=budget, calibration=calibration):
         if not noise.unreliable:
             continue

@@ -116,10 +116,17 @@ def _frame_words(release: Plan, frame: str) -> str:
                       and r.mechanism == "durfee_above_threshold")
         shares = [r.eps for r in release.records if r.component == "score"
                   and r.mechanism == "exponential_mechanism"]
-        return (f"per axis (pure DP): the centre's interval and its refinement by the "
-                f"exponential mechanism at eps {_r(shares[0])} and {_r(shares[2])}, the 0.9 "
-                f"quantile of |s - c| by a Durfee search at eps {_r(radius)}; radius "
-                f"{RADIUS_FACTOR:g} x that quantile")
+        tail = [r.eps for r in release.records if r.component == "score"
+                and r.mechanism == "laplace" and r.note.startswith("frame tail")]
+        words = (f"per axis (pure DP): the centre's interval and its refinement by the "
+                 f"exponential mechanism at eps {_r(shares[0])} and {_r(shares[2])}, the 0.9 "
+                 f"quantile Q of |s - c| by a Durfee search at eps {_r(radius)}; radius "
+                 f"{RADIUS_FACTOR:g} x Q")
+        if tail:
+            words += (f", or another factor where Laplace counts of |s - c| >= Q, 2Q, 4Q "
+                      f"(eps {', '.join(_r(e) for e in tail[:3])}) show a lighter or heavier "
+                      "tail")
+        return words
     searches = [r for r in release.records
                 if r.component == "score" and r.mechanism == "durfee_above_threshold"]
 
