@@ -3,7 +3,7 @@
 :mod:`~dppca_dask.privacy.exact_noise` draws its noise in rounds of candidates; this module
 decides a whole round in one compiled loop (numba, uint64 arithmetic with an LLVM 64 × 64 → 128
 multiply) from words drawn up front, instead of NumPy arrays of Python ints. A candidate reads
-4 words and a sign bit (64 candidates share a word) and does the same arithmetic, whatever it
+4 words (3 when n = 1) and a sign bit (64 candidates share a word) and does the same arithmetic, whatever it
 draws:
 
 * ``R`` uniform below ``n`` (Lemire: R = ⌊w·n/2^64⌋; when the low product word is below 2^64 mod n
@@ -510,14 +510,16 @@ def _candidates(w, m, c, geo, et, status, kept, kept_hi, kept_flag):  # pragma: 
     tinyh = et[0, E_TINY]
     tinyl = et[1, E_TINY]
     ntab = c[16]
+    has_r = n != _U1
+    roff = 3 * m + (m + 63) // 64
     for i in range(m):
-        wu = w[i]
+        wu = w[roff + i] if has_r else _U0  # public: n = 1 draws no R (R = 0)
         r = _umulh(wu, n)
         lemire = np.uint64((wu * n) >= thr)
         # V = #{k : W < T_k} (T decreasing), W = the 96-bit (vh, vl): base[z] for W's z leading
         # zeros, then a branch-free binary search of 4 steps over the next 16 entries
-        vh = w[m + i]
-        vl = w[3 * m + i] >> _S32
+        vh = w[i]
+        vl = w[2 * m + i] >> _S32
         zh = _clz(vh)
         z = min(zh + (zh >> _S6) * _clz(vl << _S32), _U96)
         v = geo[2, z]  # unsigned indices: no wraparound code
@@ -551,8 +553,8 @@ def _candidates(w, m, c, geo, et, status, kept, kept_hi, kept_flag):  # pragma: 
         big_x = np.uint64(k >= _KMAX)
         # the uniform's 127 leading bits u: U ∈ [u, u + 1)·2^-127
         # the acceptance's 96-bit uniform W as u = W·2^31: U ∈ [u, u + 2^31)·2^-127
-        wah = w[2 * m + i]
-        wal = w[3 * m + i] & _LOW32
+        wah = w[m + i]
+        wal = w[2 * m + i] & _LOW32
         uh = wah >> _S1
         ul = (wah << _S63) | (wal << _S31)
         # accept: u + 2^31 + margin ≤ A
@@ -571,7 +573,7 @@ def _candidates(w, m, c, geo, et, status, kept, kept_hi, kept_flag):  # pragma: 
         yh = _umulh(n, v)
         yl2 = yl + r
         yh = yh + np.uint64(yl2 < yl)
-        sign = (w[4 * m + (i >> 6)] >> np.uint64(i & 63)) & _U1
+        sign = (w[3 * m + (i >> 6)] >> np.uint64(i & 63)) & _U1
         negzero = sign & np.uint64((yh == _U0) & (yl2 == _U0))
         yi = np.int64(yl2)
         si = np.int64(sign)
@@ -661,8 +663,8 @@ def kernels_available() -> bool:
 
 def _slow(rng: Any, prm: Params, w: np.ndarray, m: int, i: int) -> tuple[bool, int]:
     """The exact decision of candidate ``i`` (its words in ``w``) and its value."""
-    r = (int(w[i]) * prm.n) >> 64  # the kernel rejects it whole when Lemire's test fails
-    w_geo = (int(w[m + i]) << 32) | (int(w[3 * m + i]) >> 32)
+    r = (int(w[_r_offset(m) + i]) * prm.n) >> 64 if prm.n > 1 else 0  # Lemire: kernel's test
+    w_geo = (int(w[i]) << 32) | (int(w[2 * m + i]) >> 32)
     table = _table_ints(prm.lam)
     v = bisect.bisect_left([-t for t in table], -w_geo)  # #{k : W < T_k}, T decreasing
     if v == len(table) or table[v] == w_geo:  # U < ρ^k for k ≤ v; k = v + 1 on more bits
@@ -671,12 +673,12 @@ def _slow(rng: Any, prm: Params, w: np.ndarray, m: int, i: int) -> tuple[bool, i
         while geo.below_exp((v + 1) * p, q):  # V = #{k ≥ 1 : U < ρ^k}
             v += 1
     mag = r + prm.n * v
-    sign = (int(w[4 * m + (i >> 6)]) >> (i & 63)) & 1
+    sign = (int(w[3 * m + (i >> 6)]) >> (i & 63)) & 1
     if sign and mag == 0:
         return False, 0
     x = Fraction(r) / prm.b
     x += (mag / prm.b - prm.c2) ** 2 * prm.k2 if prm.gauss else v * prm.gam
-    acc = _Uniform(rng, (int(w[2 * m + i]) << 32) | (int(w[3 * m + i]) & 0xFFFFFFFF), U_BITS)
+    acc = _Uniform(rng, (int(w[m + i]) << 32) | (int(w[2 * m + i]) & 0xFFFFFFFF), U_BITS)
     return acc.below_exp(x.numerator, x.denominator), -mag if sign else mag
 
 
@@ -689,10 +691,10 @@ def run_round(rng: Any, prm: Params, m: int) -> np.ndarray:
     """The accepted values of ``m`` fresh candidates, in candidate order (int64, or an object
     array of Python ints when ``prm.wide`` or a slow path produced a value beyond int64).
 
-    Words: R's (m), the geometric's high 64 bits (m), the acceptance's (m), their last 32 bits
-    each (m: geometric's high half, acceptance's low half), then the signs, 64 a word.
+    Words: the geometric's uniform's high 64 bits (m), the acceptance's (m), their last 32 bits
+    (m: the geometric's in the high half), the signs (64 a word), then R's (m; none when n = 1).
     """
-    words = _words(rng, 4 * m + (m + 63) // 64)
+    words = _words(rng, _r_offset(m) + (m if prm.n > 1 else 0))
     status = np.empty(m, dtype=np.uint8)
     kept = np.empty(m, dtype=np.int64)
     kept_hi = np.empty(m, dtype=np.uint64)
@@ -717,6 +719,10 @@ def run_round(rng: Any, prm: Params, m: int) -> np.ndarray:
     if not prm.wide and all(-(1 << 63) < v < 1 << 63 for v in extra.values()):
         return merged.astype(np.int64)
     return merged
+
+
+def _r_offset(m: int) -> int:
+    return 3 * m + (m + 63) // 64
 
 
 def _widen(low: np.ndarray, high: np.ndarray, flag: np.ndarray) -> np.ndarray:
