@@ -166,13 +166,12 @@ def _exact(prm, words, m, i):
 
 def _kernel(prm, words, m):
     status, kept = np.empty(m, dtype=np.uint8), np.empty(m, dtype=np.int64)
-    kept_hi, kept_flag = np.empty(m, dtype=np.uint64), np.empty(m, dtype=np.uint8)
-    counts = el._candidates(words, m, prm.consts, prm.geo, el.exp_table(), status, kept, kept_hi,
-                            kept_flag)
+    kept_hi = np.empty(m, dtype=np.int64)
+    counts = el._candidates(words, m, prm.consts, prm.geo, el.exp_table(), status, kept, kept_hi)
     n = counts & 0xFFFFFFFF
-    values = iter(el._widen(kept[:n], kept_hi[:n], kept_flag[:n]).tolist())
+    values = iter(el._widen(kept[:n], kept_hi[:n]).tolist())
     value = [next(values) if status[i] & 3 == 1 else None for i in range(m)]
-    return status & 3, value
+    return status, value
 
 
 def _adversarial(prm, words, m, rng):

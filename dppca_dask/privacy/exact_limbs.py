@@ -479,14 +479,14 @@ def _mul_64x128(a, bh, bl, s_lo, s_hi):  # pragma: no cover - compiled
     return (l1 >> s_lo) | (l2 << s_hi), (l0 >> s_lo) | (l1 << s_hi)
 
 
-def _candidates(w, m, c, geo, et, status, kept, kept_hi, kept_flag):  # pragma: no cover
+def _candidates(w, m, c, geo, et, status, kept, kept_hi):  # pragma: no cover - compiled
     """Decide ``m`` candidates from the words ``w`` (layout in :func:`run_round`); ``c`` the
     constants of :func:`_consts`, ``geo`` the geometric's table, ``et`` :func:`exp_table`.
 
-    status: bits 0-1 = 0 rejected, 1 accepted, 2 undecided (finish exactly in Python), bit 2 the
-    sign, bit 3 |Y| ≥ 2^63. The accepted candidates, in order: kept = ±|Y| modulo 2^64 (the value
-    when |Y| < 2^63), kept_hi = |Y|'s high word, kept_flag = their status (every candidate
-    writes there; the position advances when it is accepted). Returns accepted + 2^32·undecided.
+    status: 0 rejected, 1 accepted, 2 undecided (finished exactly in Python). The accepted
+    candidates, in order: Y = kept_hi·2^64 + kept (signed 64-bit each; kept = Y when
+    |Y| < 2^63; every candidate writes there, the position advances when it is accepted).
+    Returns accepted + 2^32·undecided.
     """
     count = 0
     undecided = 0
@@ -577,17 +577,16 @@ def _candidates(w, m, c, geo, et, status, kept, kept_hi, kept_flag):  # pragma: 
         negzero = sign & np.uint64((yh == _U0) & (yl2 == _U0))
         yi = np.int64(yl2)
         si = np.int64(sign)
-        big_y = np.uint64((yh != _U0) | (yl2 >> _S63 != _U0))
         decided = acc | rej
         st = (acc & decided) | (np.uint64(2) * (_U1 - decided))  # 1, 0 or 2
         st = (np.uint64(2) * geo_slow) | (st * (_U1 - geo_slow))
         st = st * (_U1 - (negzero & (_U1 - geo_slow)))
         st = st * lemire
-        flag = np.uint8(st | (sign << np.uint64(2)) | (big_y << np.uint64(3)))
-        status[i] = flag
-        kept[count] = (yi ^ -si) + si  # ±|Y| modulo 2^64
-        kept_hi[count] = yh
-        kept_flag[count] = flag
+        status[i] = np.uint8(st)
+        low = (yi ^ -si) + si  # Y = ±|Y| = hi·2^64 + low, both signed 64-bit
+        kept[count] = low
+        hi = (np.int64(yh) ^ -si) + si - (si & np.int64(yl2 != _U0))
+        kept_hi[count] = hi + np.int64(np.uint64(low) >> _S63)
         count += np.int64(st == _U1)
         undecided += np.int64(st >> _U1)
     return count + (undecided << 32)
@@ -682,9 +681,6 @@ def _slow(rng: Any, prm: Params, w: np.ndarray, m: int, i: int) -> tuple[bool, i
     return acc.below_exp(x.numerator, x.denominator), -mag if sign else mag
 
 
-_ST = np.uint8(3)
-_NEG = np.uint8(4)
-_BIG = np.uint8(8)
 
 
 def run_round(rng: Any, prm: Params, m: int) -> np.ndarray:
@@ -697,24 +693,22 @@ def run_round(rng: Any, prm: Params, m: int) -> np.ndarray:
     words = _words(rng, _r_offset(m) + (m if prm.n > 1 else 0))
     status = np.empty(m, dtype=np.uint8)
     kept = np.empty(m, dtype=np.int64)
-    kept_hi = np.empty(m, dtype=np.uint64)
-    kept_flag = np.empty(m, dtype=np.uint8)
-    counts = _candidates(words, m, prm.consts, prm.geo, exp_table(), status, kept, kept_hi,
-                         kept_flag)
+    kept_hi = np.empty(m, dtype=np.int64)
+    counts = _candidates(words, m, prm.consts, prm.geo, exp_table(), status, kept, kept_hi)
     accepted, undecided = counts & 0xFFFFFFFF, counts >> 32
     values: np.ndarray = kept[:accepted]
     if prm.wide:
-        values = _widen(values, kept_hi[:accepted], kept_flag[:accepted])
+        values = _widen(values, kept_hi[:accepted])
     if not undecided:  # the slow exact path: probability < 2^-71 per candidate
         return values
     extra = {}
-    for i in np.flatnonzero(status & _ST == 2).tolist():
+    for i in np.flatnonzero(status == 2).tolist():
         ok, value = _slow(rng, prm, words, m, i)
         if ok:
             extra[i] = value
     if not extra:
         return values
-    where = np.concatenate([np.flatnonzero(status & _ST == 1), list(extra)])
+    where = np.concatenate([np.flatnonzero(status == 1), list(extra)])
     merged = np.concatenate([values.astype(object), list(extra.values())])[np.argsort(where)]
     if not prm.wide and all(-(1 << 63) < v < 1 << 63 for v in extra.values()):
         return merged.astype(np.int64)
@@ -725,11 +719,7 @@ def _r_offset(m: int) -> int:
     return 3 * m + (m + 63) // 64
 
 
-def _widen(low: np.ndarray, high: np.ndarray, flag: np.ndarray) -> np.ndarray:
-    """Python ints from the kernel's ±|Y| mod 2^64, |Y|'s high word and the status bits."""
-    out = low.astype(object)
-    for j in np.flatnonzero(flag & _BIG).tolist():
-        neg = bool(flag[j] & _NEG)
-        mag = (int(high[j]) << 64) | ((-int(low[j]) if neg else int(low[j])) & _M64)
-        out[j] = -mag if neg else mag
-    return out
+def _widen(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Python ints high·2^64 + low from signed 64-bit halves: the same object operations for
+    every value (their cost varies only with the ints' sizes)."""
+    return low.astype(object) + high.astype(object) * _WORD
