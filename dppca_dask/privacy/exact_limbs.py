@@ -311,15 +311,29 @@ def _finish(n: int, lam: Fraction, b: Fraction, gam: Fraction, gauss: bool, c2: 
                   _consts(n, b, gam, gauss, c2, k2, size))
 
 
-@lru_cache(maxsize=256)
 def laplace_params(scale: Fraction) -> Params | None:
-    """The round parameters of the discrete Laplace, P(y) ∝ e^{−|y|/b} (None: out of range).
+    """The round parameters of the discrete Laplace, P(y) ∝ e^{−|y|/b} (None: out of range);
+    :func:`_laplace_params`, cached by the scale's numerator and denominator."""
+    b = Fraction(scale)
+    return _laplace_params(b.numerator, b.denominator)
+
+
+def gaussian_params(sigma2: Fraction) -> Params | None:
+    """The round parameters of N_Z(0, σ²) (None: out of range); :func:`_gaussian_params`,
+    cached by σ²'s numerator and denominator (a Fraction's hash is recomputed at every call)."""
+    s2 = Fraction(sigma2)
+    return _gaussian_params(s2.numerator, s2.denominator)
+
+
+@lru_cache(maxsize=256)
+def _laplace_params(num: int, den: int) -> Params | None:
+    """The discrete Laplace's round parameters for b = num/den.
 
     n = ⌈b/16⌉, R < n kept with probability e^{−R/b}; below b = 1024, V has ratio
     ρ = e^{−n/b} (γ = 0); from there on ρ = e^{−1/16} and the exponent adds V·(n/b − 1/16) ≥ 0
     (then P(R, V, kept) ∝ e^{−V/16}·e^{−R/b − V(n/b − 1/16)} = e^{−(R + nV)/b} as well).
     """
-    b = Fraction(scale)
+    b = Fraction(num, den)
     n = max(1, _ceil(b / SPLIT))
     if n >= LIMB_MAX:
         return None
@@ -334,13 +348,13 @@ def laplace_params(scale: Fraction) -> Params | None:
 
 
 @lru_cache(maxsize=256)
-def gaussian_params(sigma2: Fraction) -> Params | None:
-    """The round parameters of N_Z(0, σ²) (None: out of range).
+def _gaussian_params(num: int, den: int) -> Params | None:
+    """N_Z(0, σ²)'s round parameters for σ² = num/den.
 
     CKS 2020, Alg. 3 with a proposal scale b ≈ σ (any b > 0 is exact): σ ≥ 64, b = 16·n with
     n = round(σ/16) (the shared table, λ = 1/16); else b = ⌊σ·2^32⌋/2^32, n = ⌈b/16⌉, λ = n/b.
     """
-    s2 = Fraction(sigma2)
+    s2 = Fraction(num, den)
     if s2 < SIGMA2_MIN:
         return None
     if s2 >= 64 * 64:
