@@ -103,7 +103,21 @@ class CryptoRng:
 
     def words(self, n: int) -> np.ndarray:
         """``n`` independent uniform 64-bit words (uint64)."""
-        return np.frombuffer(self._bytes(8 * int(n)), dtype="<u8").astype(np.uint64)
+        size = 8 * int(n)
+        if size <= _BLOCK:
+            return np.frombuffer(self._bytes(size), dtype="<u8").astype(np.uint64)
+        out = np.empty(size, dtype=np.uint8)  # large: read into it, one copy per byte
+        with self._lock:
+            if self._pid != os.getpid():
+                self._buf, self._pos, self._pid = b"", 0, os.getpid()
+            have = min(len(self._buf) - self._pos, size)
+            out[:have] = np.frombuffer(self._buf, dtype=np.uint8, count=have, offset=self._pos)
+            self._pos += have
+            for start in range(have, size, _BLOCK):  # the bytes that follow, in order
+                chunk = os.urandom(min(_BLOCK, size - start))
+                out[start:start + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+            self.drawn_bytes += size
+        return out.view("<u8").astype(np.uint64, copy=False)
 
     def _below(self, m: np.ndarray) -> np.ndarray:
         """Exactly uniform uint64 values in [0, m) for uint64 m ≥ 1 (m = 0 stands for 2^64)."""
