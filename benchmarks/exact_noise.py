@@ -4,9 +4,9 @@ For the discrete Gaussian at s² = 1, 2^20, 2^40, 2^62, 2^82, 2^120 (s² in grid
 loading releases' s² is ~2^60-2^92) and the discrete Laplace at b ≈ s, batches of 1, 20 100 (a
 p = 200 symmetric matrix) and 10^6 values, with a seeded NumPy Generator (PCG64) and with the
 default CSPRNG (``rng=None``): time per value / time per value of
-``numpy.random.default_rng().standard_normal(size)``, the sampler best of ``--reps``, the normal
-best of all its timings in the run (timed in turn with every cell: the machine's load can only
-raise a ratio). ``--before DIR`` runs the same measurement on the package in DIR (a checkout of an
+``numpy.random.default_rng().standard_normal(size)``: the sampler best of ``--reps``, the normal
+best of all its timings in the run (timed in turn with every cell), so a busy machine can only
+raise a ratio. ``--before DIR`` runs the same measurement on the package in DIR (a checkout of an
 earlier commit, e.g. ``git worktree add /tmp/before 41d2c6c``) in a subprocess during the same
 run and prints its ratios beside them; its Python-int paths are slow, so a cell whose call takes
 over 2 s is timed once, and its 10^6 batches at s² ≥ 2^62 or b ≥ 2^31 are timed on 10^5 values
@@ -38,23 +38,23 @@ SLOW_CALL = 2.0  # seconds: a cell slower than this is timed once
 BIG = {"s²=2^62", "s²=2^82", "s²=2^120", "b=2^31", "b=2^41", "b=2^60"}
 
 
-def _best_pair(draw: Callable[[], Any], normal: Callable[[], Any], reps: int,
-               inner: int) -> tuple[float, float]:
+def _timed(draw: Callable[[], Any], normal: Callable[[], Any], reps: int,
+           inner: int) -> tuple[float, float]:
     """Best-of-``reps`` seconds per call of ``draw`` and of ``normal``, timed in turn."""
-    best_d = best_n = float("inf")
+    def timed(fn: Callable[[], Any]) -> float:
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        return (time.perf_counter() - t) / inner
+
+    best_draw = best_normal = float("inf")
     for _ in range(reps):
-        t = time.perf_counter()
-        for _ in range(inner):
-            draw()
-        dt = (time.perf_counter() - t) / inner
-        best_d = min(best_d, dt)
-        t = time.perf_counter()
-        for _ in range(inner):
-            normal()
-        best_n = min(best_n, (time.perf_counter() - t) / inner)
-        if dt > SLOW_CALL:
+        d = timed(draw)
+        best_draw = min(best_draw, d)
+        best_normal = min(best_normal, timed(normal))
+        if d > SLOW_CALL:
             break
-    return best_d, best_n
+    return best_draw, best_normal
 
 
 def measure(reps: int, quick: bool, before: bool) -> dict[str, Any]:
@@ -79,8 +79,8 @@ def measure(reps: int, quick: bool, before: bool) -> dict[str, Any]:
                 sampler = samplers[kind]
                 sampler(gen, scale, 1)
                 inner = 200 if n == 1 else 1
-                d, nrm = _best_pair(lambda s=sampler, g=gen, sc=scale, k=n: s(g, sc, k),
-                                    lambda k=n: normal_gen.standard_normal(k), reps, inner)
+                d, nrm = _timed(lambda s=sampler, g=gen, sc=scale, k=n: s(g, sc, k),
+                                lambda k=n: normal_gen.standard_normal(k), reps, inner)
                 cells[f"{kind}|{label}|{size}|{name}"] = d / n
                 normals[n] = min(normals.get(n, float("inf")), nrm / n)
     for key in cells:  # over the run's fastest normal of that size: load only raises a ratio
@@ -102,8 +102,13 @@ def measure(reps: int, quick: bool, before: bool) -> dict[str, Any]:
 
         for label, fn in (("gaussian_release", gauss), ("laplace_release", lap)):
             fn()
-            d, _ = _best_pair(fn, lambda: None, reps, 50)
-            releases[f"{label}|{name}"] = d * 1e6
+            best = float("inf")
+            for _ in range(reps):
+                t = time.perf_counter()
+                for _ in range(50):
+                    fn()
+                best = min(best, (time.perf_counter() - t) / 50)
+            releases[f"{label}|{name}"] = best * 1e6
     return {"cells": cells, "normals": {str(k): v for k, v in normals.items()},
             "releases": releases, "sizes": sizes}
 
@@ -158,7 +163,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     before = _before(str(Path(args.before).resolve()), reps, args.quick) if args.before else None
     now = measure(reps, args.quick, False)
     lines = report(now, before)
-    print(f"cost per value / NumPy standard_normal's (sampler best of {reps})"
+    print(f"cost per value / NumPy standard_normal's (sampler best of {reps}, normal best of run)"
           + ("; (before)" if before else ""))
     print("\n".join(lines))
     return lines
