@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -160,9 +161,12 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--quick", action="store_true", help="10^5 instead of 10^6, 2 reps")
     args = parser.parse_args(argv)
     reps = 2 if args.quick else args.reps
+    load = os.getloadavg()[0]
     before = _before(str(Path(args.before).resolve()), reps, args.quick) if args.before else None
     now = measure(reps, args.quick, False)
     lines = report(now, before)
+    lines.append(f"load average (1 min) at the start and the end: {load:.1f}, "
+                 f"{os.getloadavg()[0]:.1f}")
     print(f"cost per value / NumPy standard_normal's (sampler best of {reps}, normal best of run)"
           + ("; (before)" if before else ""))
     print("\n".join(lines))
