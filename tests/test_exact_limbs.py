@@ -23,6 +23,7 @@ from dppca_dask.privacy import exact_noise
 from dppca_dask.privacy import exp_bernoulli as eb
 from dppca_dask.privacy.budget import PrivacyBudget
 from dppca_dask.privacy.csprng import CryptoRng
+from dppca_dask.privacy.draws import DrawTracker
 from dppca_dask.privacy.exact_noise import discrete_gaussian, discrete_laplace
 from dppca_dask.privacy.mechanisms import gaussian_release
 
@@ -364,3 +365,19 @@ def test_rounds__many_undecided_still_give_the_law(kind, scale):
     else:
         z = np.array([float(v) for v in y]) / float(scale)
         assert _binned_pvalue(z, stats.laplace.cdf, list(np.linspace(-4, 4, 17))) > ALPHA
+
+
+def test_words__through_the_draw_tracker_and_the_same_stream():
+    # the CSPRNG's words and a Generator's raw words are taken through the release's tracker
+    # (it must see the draw), and a tracked Generator gives the untracked one's values
+    for g in (np.random.default_rng(1), CryptoRng()):
+        tracked = DrawTracker(g)
+        discrete_gaussian(tracked, Fraction(2**82), 3)
+        assert tracked.drawn
+    a = discrete_gaussian(DrawTracker(np.random.default_rng(1)), Fraction(2**82), 50)
+    b = discrete_gaussian(np.random.default_rng(1), Fraction(2**82), 50)
+    assert (a == b).all()
+    # raw words (small rounds) and integers(0, 2^64) (large ones) are one stream
+    raw = el._words(np.random.default_rng(2), 10)
+    full = el._words(np.random.default_rng(2), el._RAW_MAX + 1)[:10]
+    assert (raw == full).all()
