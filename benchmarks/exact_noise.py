@@ -4,12 +4,12 @@ For the discrete Gaussian at s² = 1, 2^20, 2^40, 2^62, 2^82, 2^120 (s² in grid
 loading releases' s² is ~2^60-2^92) and the discrete Laplace at b ≈ s, batches of 1, 20 100 (a
 p = 200 symmetric matrix) and 10^6 values, with a seeded NumPy Generator (PCG64) and with the
 default CSPRNG (``rng=None``): time per value / time per value of
-``numpy.random.default_rng().standard_normal(size)``: the sampler best of ``--reps``, the normal
-best of all its timings in the run (timed in turn with every cell), so a busy machine can only
-raise a ratio. ``--before DIR`` runs the same measurement on the package in DIR (a checkout of an
+``numpy.random.default_rng().standard_normal(size)``: ``--reps`` passes over all the cells, each
+timing the sampler and the normal in turn; a cell keeps its best, the normal its best of the
+run, so a busy machine can only raise a ratio. ``--before DIR`` runs the same measurement on the package in DIR (a checkout of an
 earlier commit, e.g. ``git worktree add /tmp/before 41d2c6c``) in a subprocess during the same
 run and prints its ratios beside them; its Python-int paths are slow, so a cell whose call takes
-over 2 s is timed once, and its 10^6 batches at s² ≥ 2^62 or b ≥ 2^31 are timed on 10^5 values
+over 2 s is timed in one pass only, and its 10^6 batches at s² ≥ 2^62 or b ≥ 2^31 are timed on 10^5 values
 (marked †). Then single-value releases (``gaussian_release``, ``laplace_release``) in µs.
 
 Run: python benchmarks/exact_noise.py [--reps 5] [--before DIR] [--quick]
@@ -39,27 +39,19 @@ SLOW_CALL = 2.0  # seconds: a cell slower than this is timed once
 BIG = {"s²=2^62", "s²=2^82", "s²=2^120", "b=2^31", "b=2^41", "b=2^60"}
 
 
-def _timed(draw: Callable[[], Any], normal: Callable[[], Any], reps: int,
-           inner: int) -> tuple[float, float]:
-    """Best-of-``reps`` seconds per call of ``draw`` and of ``normal``, timed in turn."""
-    def timed(fn: Callable[[], Any]) -> float:
-        t = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        return (time.perf_counter() - t) / inner
-
-    best_draw = best_normal = float("inf")
-    for _ in range(reps):
-        d = timed(draw)
-        best_draw = min(best_draw, d)
-        best_normal = min(best_normal, timed(normal))
-        if d > SLOW_CALL:
-            break
-    return best_draw, best_normal
+def _seconds(fn: Callable[[], Any], inner: int) -> float:
+    t = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - t) / inner
 
 
 def measure(reps: int, quick: bool, before: bool) -> dict[str, Any]:
-    """Ratios for every (sampler, scale, size, generator) and the single releases' µs."""
+    """Ratios for every (sampler, scale, size, generator) and the single releases' µs.
+
+    ``reps`` passes over all the cells, each timing the sampler and the normal of its size in
+    turn; a cell keeps its best time, the normal its best of the run, so every cell's best
+    comes from the quietest of passes spread over the whole run."""
     from dppca_dask.privacy.budget import PrivacyBudget
     from dppca_dask.privacy.exact_noise import discrete_gaussian, discrete_laplace
     from dppca_dask.privacy.mechanisms import gaussian_release, laplace_release
@@ -69,24 +61,28 @@ def measure(reps: int, quick: bool, before: bool) -> dict[str, Any]:
     sizes = [1, 20100, 10**5] if quick else SIZES
     numpy_gen = np.random.default_rng(1)
     normal_gen = np.random.default_rng(2)
+    csprng = as_rng(None).generator
     discrete_gaussian(numpy_gen, Fraction(9), 10)  # compile / load the kernels
-    cells: dict[str, float] = {}
-    normals: dict[int, float] = {}
+    jobs = []
     for kind, label, scale in GAUSS + LAPLACE:
         for size in sizes:
             n = 10**5 if before and size == 10**6 and label in BIG else size
             for name in GENERATORS:
-                gen = numpy_gen if name == "pcg64" else as_rng(None).generator
-                sampler = samplers[kind]
-                sampler(gen, scale, 1)
-                inner = 200 if n == 1 else 1
-                d, nrm = _timed(lambda s=sampler, g=gen, sc=scale, k=n: s(g, sc, k),
-                                lambda k=n: normal_gen.standard_normal(k), reps, inner)
-                cells[f"{kind}|{label}|{size}|{name}"] = d / n
-                normals[n] = min(normals.get(n, float("inf")), nrm / n)
-    for key in cells:  # over the run's fastest normal of that size: load only raises a ratio
-        size = int(key.split("|")[2])
-        n = 10**5 if before and size == 10**6 and key.split("|")[1] in BIG else size
+                gen = numpy_gen if name == "pcg64" else csprng
+                samplers[kind](gen, scale, 1)
+                jobs.append((f"{kind}|{label}|{size}|{name}", n,
+                             lambda s=samplers[kind], g=gen, sc=scale, k=n: s(g, sc, k)))
+    cells: dict[str, float] = {}
+    normals: dict[int, float] = {}
+    for _ in range(reps):
+        for key, n, draw in jobs:
+            if cells.get(key, 0.0) * n > SLOW_CALL:  # a slow cell is timed once
+                continue
+            inner = 200 if n == 1 else 1
+            cells[key] = min(cells.get(key, float("inf")), _seconds(draw, inner) / n)
+            nrm = _seconds(lambda k=n: normal_gen.standard_normal(k), inner) / n
+            normals[n] = min(normals.get(n, float("inf")), nrm)
+    for key, n, _ in jobs:  # over the run's fastest normal of that size: load only raises it
         cells[key] /= normals[n]
     budget = PrivacyBudget(1.0, 1e-6)
     releases: dict[str, float] = {}
@@ -103,13 +99,7 @@ def measure(reps: int, quick: bool, before: bool) -> dict[str, Any]:
 
         for label, fn in (("gaussian_release", gauss), ("laplace_release", lap)):
             fn()
-            best = float("inf")
-            for _ in range(reps):
-                t = time.perf_counter()
-                for _ in range(50):
-                    fn()
-                best = min(best, (time.perf_counter() - t) / 50)
-            releases[f"{label}|{name}"] = best * 1e6
+            releases[f"{label}|{name}"] = min(_seconds(fn, 50) for _ in range(reps)) * 1e6
     return {"cells": cells, "normals": {str(k): v for k, v in normals.items()},
             "releases": releases, "sizes": sizes}
 
