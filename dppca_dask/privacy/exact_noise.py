@@ -202,16 +202,21 @@ def _laplace_candidates(rng: Any, t: int, s: int, m: int) -> tuple[np.ndarray, n
     return np.where(b, -y, y), ok
 
 
+ROUND_MAX = 1 << 15
+"""Candidates per round at most: a round's words (1 MiB) and outputs stay in cache."""
+
+
 def _limb_rounds(rng: Any, prm: exact_limbs.Params, size: int) -> np.ndarray:
-    """``size`` accepted values from rounds of compiled candidates: a round of m candidates for
-    n values still open, m = ⌈(n + 4√n)/a⌉ + 4 with a the public acceptance probability; the
-    rounds' number and sizes depend only on how many candidates were rejected."""
+    """``size`` accepted values from rounds of compiled candidates: a round of
+    m = min(⌈(n + 4√n)/a⌉ + 4, 2^15) candidates for the n values still open, a the public
+    acceptance probability; the rounds' number and sizes depend only on how many candidates
+    were rejected."""
     if size == 0:
         return np.zeros(0, dtype=object if prm.wide else np.int64)
     parts: list[np.ndarray] = []
     need = size
     while True:
-        m = math.ceil((need + 4 * math.sqrt(need)) / prm.accept) + 4
+        m = min(math.ceil((need + 4 * math.sqrt(need)) / prm.accept) + 4, ROUND_MAX)
         got = exact_limbs.run_round(rng, prm, m)[:need]
         if not parts and got.size == need:  # the common case: one round
             return got
