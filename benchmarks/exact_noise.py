@@ -5,8 +5,10 @@ loading releases' s² is ~2^60-2^92) and the discrete Laplace at b ≈ s, batche
 p = 200 symmetric matrix) and 10^6 values, with a seeded NumPy Generator (PCG64) and with the
 default CSPRNG (``rng=None``): time per value / time per value of
 ``numpy.random.default_rng().standard_normal(size)``: ``--reps`` passes over all the cells, each
-timing the sampler and the normal in turn; a cell keeps its best, the normal its best of the
-run, so a busy machine can only raise a ratio. ``--before DIR`` runs the same measurement on the package in DIR (a checkout of an
+timing the sampler and then the normal repeated over as long a span (a busy machine preempts
+long spans more than short ones); a cell's ratio is the median of its passes' ratios (the
+development machine's load moved between 2 and 10 during runs: a best-of-N on either side
+alone then flatters or penalises the sampler at random). ``--before DIR`` runs the same measurement on the package in DIR (a checkout of an
 earlier commit, e.g. ``git worktree add /tmp/before 41d2c6c``) in a subprocess during the same
 run and prints its ratios beside them; its Python-int paths are slow, so a cell whose call takes
 over 2 s is timed in one pass only, and its 10^6 batches at s² ≥ 2^62 or b ≥ 2^31 are timed on 10^5 values
@@ -73,17 +75,26 @@ def measure(reps: int, quick: bool, before: bool) -> dict[str, Any]:
                 jobs.append((f"{kind}|{label}|{size}|{name}", n,
                              lambda s=samplers[kind], g=gen, sc=scale, k=n: s(g, sc, k)))
     cells: dict[str, float] = {}
+    ratios: dict[str, list[float]] = {}
     normals: dict[int, float] = {}
     for _ in range(reps):
         for key, n, draw in jobs:
-            if cells.get(key, 0.0) * n > SLOW_CALL:  # a slow cell is timed once
+            if cells.get(key, 0.0) * n > SLOW_CALL:  # a slow cell is timed in one pass only
                 continue
             inner = 200 if n == 1 else 1
-            cells[key] = min(cells.get(key, float("inf")), _seconds(draw, inner) / n)
-            nrm = _seconds(lambda k=n: normal_gen.standard_normal(k), inner) / n
-            normals[n] = min(normals.get(n, float("inf")), nrm)
-    for key, n, _ in jobs:  # over the run's fastest normal of that size: load only raises it
-        cells[key] /= normals[n]
+            d = _seconds(draw, inner)
+            # the normal repeated over as long a time as the draw: a busy machine preempts a
+            # 10 ms call less often than a 200 ms one, so equal spans are what compare
+            unit = normals.get(n, _seconds(lambda k=n: normal_gen.standard_normal(k), 1))
+            times = max(1, min(round(d * inner / unit), 1000))
+            nrm = _seconds(lambda k=n: normal_gen.standard_normal(k), times * inner) / n
+            ratios.setdefault(key, []).append((d / n) / nrm)
+            normals[n] = min(normals.get(n, float("inf")), nrm * n)
+            if d > SLOW_CALL:
+                cells[key] = d / n  # marks the cell as timed
+    for key, _, _ in jobs:
+        cells[key] = float(np.median(ratios[key]))
+    normals = {n: t / n for n, t in normals.items()}
     budget = PrivacyBudget(1.0, 1e-6)
     releases: dict[str, float] = {}
     for name in GENERATORS:
@@ -157,7 +168,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     lines = report(now, before)
     lines.append(f"load average (1 min) at the start and the end: {load:.1f}, "
                  f"{os.getloadavg()[0]:.1f}")
-    print(f"cost per value / NumPy standard_normal's (sampler best of {reps}, normal best of run)"
+    print(f"cost per value / NumPy standard_normal's (median of {reps} paired timings)"
           + ("; (before)" if before else ""))
     print("\n".join(lines))
     return lines
