@@ -14,7 +14,7 @@ run and prints its ratios beside them; its Python-int paths are slow, so a cell 
 over 2 s is timed in one pass only, and its 10^6 batches at s² ≥ 2^62 or b ≥ 2^31 are timed on 10^5 values
 (marked †). Then single-value releases (``gaussian_release``, ``laplace_release``) in µs.
 
-Run: python benchmarks/exact_noise.py [--reps 5] [--before DIR] [--quick]
+Run: python benchmarks/exact_noise.py [--reps 5] [--before DIR] [--quick (a smoke run)]
 (about a minute; with --before /path/to/main@41d2c6c about 10 minutes)
 """
 
@@ -60,7 +60,7 @@ def measure(reps: int, quick: bool, before: bool) -> dict[str, Any]:
     from dppca_dask.privacy.rng import as_rng
 
     samplers = {"gaussian": discrete_gaussian, "laplace": discrete_laplace}
-    sizes = [1, 20100, 10**5] if quick else SIZES
+    sizes = [1, 1000, 10**4] if quick else SIZES
     numpy_gen = np.random.default_rng(1)
     normal_gen = np.random.default_rng(2)
     csprng = as_rng(None).generator
@@ -86,8 +86,8 @@ def measure(reps: int, quick: bool, before: bool) -> dict[str, Any]:
             # the normal repeated over as long a time as the draw: a busy machine preempts a
             # 10 ms call less often than a 200 ms one, so equal spans are what compare
             unit = normals.get(n, _seconds(lambda k=n: normal_gen.standard_normal(k), 1))
-            times = max(1, min(round(d * inner / unit), 1000))
-            nrm = _seconds(lambda k=n: normal_gen.standard_normal(k), times * inner) / n
+            calls = max(1, min(round(d * inner / unit), 100_000))
+            nrm = _seconds(lambda k=n: normal_gen.standard_normal(k), calls) / n
             ratios.setdefault(key, []).append((d / n) / nrm)
             normals[n] = min(normals.get(n, float("inf")), nrm * n)
             if d > SLOW_CALL:
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--before", help="a checkout of an earlier commit, measured alike")
-    parser.add_argument("--quick", action="store_true", help="10^5 instead of 10^6, 2 reps")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: batches of 1, 10^3, 10^4, 2 passes")
     args = parser.parse_args(argv)
     reps = 2 if args.quick else args.reps
     load = os.getloadavg()[0]

@@ -1,4 +1,5 @@
-"""Smoke test of benchmarks/kendall.py --quick: every section runs; no timing assertions."""
+"""Smoke tests of benchmarks/kendall.py and benchmarks/exact_noise.py --quick: every section
+runs; no timing assertions."""
 
 from __future__ import annotations
 
@@ -29,3 +30,15 @@ def test_benchmark_kendall__quick_mode_runs_every_section(capsys):
     assert ooc[0][3].endswith("identical: True")  # out-of-core output = in-memory output
     out = capsys.readouterr().out
     assert "fused/unfused p=50" in out and "pair_block=512" in out
+
+
+@pytest.mark.slow
+def test_benchmark_exact_noise__quick_mode_prints_every_cell(capsys):
+    spec = importlib.util.spec_from_file_location(
+        "bench_exact_noise", SCRIPT.parent / "exact_noise.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    lines = bench.main(["--quick"])
+    rows = [line for line in lines if line.startswith(("| gaussian", "| laplace"))]
+    assert len(rows) == 12 and all(row.count("|") == 9 for row in rows)
+    assert "single-value gaussian_release, csprng" in capsys.readouterr().out
