@@ -1,5 +1,5 @@
-"""Smoke tests of benchmarks: kendall.py --quick runs every section; scale.py's graphs and their
-no-op copies. No timing assertions."""
+"""Smoke tests of benchmarks: kendall.py and exact_noise.py --quick run every section; scale.py's
+graphs and their no-op copies. No timing assertions."""
 
 from __future__ import annotations
 
@@ -50,3 +50,15 @@ def test_benchmark_scale__graphs_and_their_no_op_copies(tmp_path):
             assert dask.get(noops, keys) in (None, [None], (None,))
             tasks[name] = len(graph)
     assert tasks["one round on the kept scores"] * 5 < tasks["one round on X (before)"]
+
+
+@pytest.mark.slow
+def test_benchmark_exact_noise__quick_mode_prints_every_cell(capsys):
+    spec = importlib.util.spec_from_file_location(
+        "bench_exact_noise", SCRIPT.parent / "exact_noise.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    lines = bench.main(["--quick"])
+    rows = [line for line in lines if line.startswith(("| gaussian", "| laplace"))]
+    assert len(rows) == 12 and all(row.count("|") == 9 for row in rows)
+    assert "single-value gaussian_release, csprng" in capsys.readouterr().out

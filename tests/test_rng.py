@@ -96,3 +96,22 @@ def test_buffer__never_shared_with_a_forked_child():
     os.close(read)
     os.close(write)
     assert child.tolist() != g.words(4).tolist()
+
+
+def test_words__one_stream_whatever_the_read_sizes(monkeypatch):
+    # small reads come from the buffer (4 KiB first, doubling), large ones go straight into the
+    # array: either way the words are the OS bytes in order, none skipped or repeated
+    stream = np.arange(1 << 22, dtype=np.uint64).view(np.uint8)
+    pos = {"at": 0}
+
+    def urandom(n: int) -> bytes:
+        out = stream[pos["at"]:pos["at"] + n].tobytes()
+        pos["at"] += n
+        return out
+
+    monkeypatch.setattr(os, "urandom", urandom)
+    g = CryptoRng()
+    sizes = [3, 700, 100_000, 5, 40_000, 1, 300_000, 9]
+    got = np.concatenate([g.words(k) for k in sizes])
+    assert (got == np.arange(got.size, dtype=np.uint64)).all()
+    assert g.drawn_bytes == 8 * sum(sizes)

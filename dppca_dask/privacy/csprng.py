@@ -12,8 +12,10 @@ could in principle be recovered from its outputs.
   53-bit uniforms; the mechanisms use only ``exponential`` (AboveThreshold, the exponential
   mechanism) and ``integers`` (the exact samplers of :mod:`dppca_dask.privacy.exact_noise`).
 
-Bytes are read 256 KiB at a time (one system call per ~32 000 words); the buffer is dropped after
-a ``fork`` (a child never reuses its parent's bytes) and guarded by a lock. It has no seed and no
+Bytes are read in blocks that double from 4 KiB to 256 KiB (one system call per ~32 000 words
+once the generator is in use; a fresh generator serving one small release reads 4 KiB, not
+256 KiB: ~10 µs instead of ~0.5 ms); the buffer is dropped after a ``fork`` (a child never
+reuses its parent's bytes) and guarded by a lock. It has no seed and no
 state to save: it cannot be reproduced, which is the point (seeded generators stay available for
 tests and demos, :func:`dppca_dask.privacy.rng.as_rng`).
 """
@@ -28,7 +30,8 @@ import numpy as np
 
 __all__ = ["CryptoRng", "mul64"]
 
-_BLOCK = 1 << 18  # bytes per os.urandom call
+_BLOCK = 1 << 18  # bytes per os.urandom call, at most
+_FIRST = 1 << 12  # the first call's: a generator often serves one small release
 _M32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 
@@ -77,6 +80,7 @@ class CryptoRng:
         self._buf = b""
         self._pos = 0
         self._pid = os.getpid()
+        self._block = _FIRST
         self.drawn_bytes = 0
         """How many random bytes were handed out (0: nothing drawn yet; the accountant's
         refund test reads it)."""
@@ -89,8 +93,9 @@ class CryptoRng:
             if self._pid != os.getpid():  # forked: never share the parent's unread bytes
                 self._buf, self._pos, self._pid = b"", 0, os.getpid()
             if self._pos + n > len(self._buf):
-                self._buf = self._buf[self._pos:] + os.urandom(max(_BLOCK, n))
+                self._buf = self._buf[self._pos:] + os.urandom(max(self._block, n))
                 self._pos = 0
+                self._block = min(2 * self._block, _BLOCK)  # 4 KiB, 8 KiB, ... 256 KiB
             out = self._buf[self._pos:self._pos + n]
             self._pos += n
             self.drawn_bytes += n
@@ -98,7 +103,21 @@ class CryptoRng:
 
     def words(self, n: int) -> np.ndarray:
         """``n`` independent uniform 64-bit words (uint64)."""
-        return np.frombuffer(self._bytes(8 * int(n)), dtype="<u8").astype(np.uint64)
+        size = 8 * int(n)
+        if size <= _BLOCK:
+            return np.frombuffer(self._bytes(size), dtype="<u8").astype(np.uint64)
+        out = np.empty(size, dtype=np.uint8)  # large: read into it, one copy per byte
+        with self._lock:
+            if self._pid != os.getpid():
+                self._buf, self._pos, self._pid = b"", 0, os.getpid()
+            have = min(len(self._buf) - self._pos, size)
+            out[:have] = np.frombuffer(self._buf, dtype=np.uint8, count=have, offset=self._pos)
+            self._pos += have
+            for start in range(have, size, _BLOCK):  # the bytes that follow, in order
+                chunk = os.urandom(min(_BLOCK, size - start))
+                out[start:start + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+            self.drawn_bytes += size
+        return out.view("<u8").astype(np.uint64, copy=False)
 
     def _below(self, m: np.ndarray) -> np.ndarray:
         """Exactly uniform uint64 values in [0, m) for uint64 m ≥ 1 (m = 0 stands for 2^64)."""

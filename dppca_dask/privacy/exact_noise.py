@@ -1,9 +1,9 @@
 """Exact discrete noise samplers (integer arithmetic only; Canonne, Kamath & Steinke 2020).
 
 Every sampler here is driven by uniformly random integers from ``rng.integers`` (the
-:class:`~dppca_dask.privacy.rng.Rng` protocol) and uses only integer and rational arithmetic (Python
-ints, :class:`fractions.Fraction`, NumPy int64/uint64 where every operand provably fits), so
-the distribution of each output is *exactly* the stated one -- no floating-point number is
+:class:`~dppca_dask.privacy.rng.Rng` protocol; full-range 64-bit words are taken from the same
+generator's cheaper equivalent where it has one) and uses only integer and rational arithmetic,
+so the distribution of each output is *exactly* the stated one -- no floating-point number is
 ever formed on the way to a sample:
 
 * :func:`uniform_below` -- uniform on {0, …, m−1} for any Python int m (rejection from 64-bit
@@ -15,27 +15,33 @@ ever formed on the way to a sample:
 * :func:`discrete_laplace` -- P(y) ∝ exp(−|y|/b) on Z for rational b (CKS 2020, Alg. 2);
 * :func:`discrete_gaussian` -- P(y) ∝ exp(−y²/(2σ²)) on Z for rational σ² (CKS 2020, Alg. 3).
 
-All samplers are vectorised across the draws of one call: arrays of int64 when every
-numerator and denominator of the batch fits, else object arrays of Python ints (the same
-operations, exact at any size). Timings: ``benchmarks/exact_noise.py``.
+The Laplace and Gaussian samplers decide their candidates in a compiled loop on 64-bit limbs
+(:mod:`~dppca_dask.privacy.exact_limbs`: 4 words and one fixed-point e^{−x} per candidate, exact
+by a proved error margin and a slow exact path) for b < 2^66 and 2^-32 ≤ σ² < 2^132; without
+numba, or beyond those scales, they run the NumPy path (:func:`_laplace_numpy`,
+:func:`_gaussian_numpy`: NumPy arrays of int64, or of Python ints when an operand exceeds int64,
+and :mod:`~dppca_dask.privacy.exp_bernoulli`'s fixed-cost Bernoulli draws). Both return int64
+arrays, or object arrays of Python ints when the values may exceed int64 (the compiled path
+decides that from the scale alone). Timings: ``benchmarks/exact_noise.py``.
 
 **Timing.** No loop runs once per success, so the time of a call does not tell its values
-(docs/privacy.md, "Timing"): every candidate of the Laplace and Gaussian samplers costs the
-same fixed vectorised work (:mod:`~dppca_dask.privacy.exp_bernoulli`), and the only loops are
+(docs/privacy.md, "Timing"): every candidate costs the same fixed work, and the only loops are
 rejection rounds (a fresh batch for the requests still open), whose number depends only on how
 many candidates were rejected -- which in rejection sampling is independent of the accepted
-values. Exceptions, each with probability < 2^-68 per candidate: the slow exact paths of
-:mod:`~dppca_dask.privacy.exp_bernoulli`, and (uniform_below, bernoulli on Python ints) a
-64-bit tie of a uniform word with p/q's expansion (2^-64 per comparison).
+values. Exceptions: the slow exact paths (compiled path: < 2^-71 per candidate; NumPy path:
+< 2^-68, :mod:`~dppca_dask.privacy.exp_bernoulli`), and (uniform_below, bernoulli on Python
+ints) a 64-bit tie of a uniform word with p/q's expansion (2^-64 per comparison).
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from dppca_dask.privacy import exact_limbs
 from dppca_dask.privacy.exp_bernoulli import (
     FITS,
     GEOM_MAX,
@@ -196,12 +202,39 @@ def _laplace_candidates(rng: Any, t: int, s: int, m: int) -> tuple[np.ndarray, n
     return np.where(b, -y, y), ok
 
 
+ROUND_MAX = 1 << 15
+"""Candidates per round at most: a round's words (1 MiB) and outputs stay in cache."""
+
+
+def _limb_rounds(rng: Any, prm: exact_limbs.Params, size: int) -> np.ndarray:
+    """``size`` accepted values from rounds of compiled candidates: a round of
+    m = min(⌈(n + 4√n)/a⌉ + 4, 2^15) candidates for the n values still open, a the public
+    acceptance probability; the rounds' number and sizes depend only on how many candidates
+    were rejected."""
+    if size == 0:
+        return np.zeros(0, dtype=object if prm.wide else np.int64)
+    parts: list[np.ndarray] = []
+    need = size
+    while True:
+        m = min(math.ceil((need + 4 * math.sqrt(need)) / prm.accept) + 4, ROUND_MAX)
+        got = exact_limbs.run_round(rng, prm, m)[:need]
+        if not parts and got.size == need:  # the common case: one round
+            return got
+        parts.append(got)
+        need -= got.size
+        if not need:
+            break
+    if any(p.dtype == object for p in parts):
+        return np.concatenate([p.astype(object) for p in parts])
+    return np.concatenate(parts)
+
+
 def discrete_laplace(rng: Any, scale: Fraction | int, size: int) -> np.ndarray:
     """``size`` exact draws with P(y) ∝ exp(−|y|/scale) on Z (CKS 2020, Alg. 2).
 
-    ``scale`` = t/s (a Fraction). Returns an int64 array, or Python ints when large. Each round
-    draws 2n + 8 candidates for the n values still open (fixed cost each) and keeps the first
-    accepted ones; the rounds' number and sizes depend only on how many were rejected.
+    ``scale`` = t/s (a Fraction). Returns an int64 array, or Python ints when large. Compiled
+    candidates (:func:`~dppca_dask.privacy.exact_limbs.laplace_params`) when numba is there and
+    scale < 2^66, else :func:`_laplace_numpy`.
 
     Examples
     --------
@@ -212,6 +245,16 @@ def discrete_laplace(rng: Any, scale: Fraction | int, size: int) -> np.ndarray:
     scale = Fraction(scale)
     if scale <= 0:
         raise ValueError(f"discrete_laplace needs a positive scale; got {scale}.")
+    prm = exact_limbs.laplace_params(scale) if exact_limbs.kernels_available() else None
+    if prm is not None:
+        return _limb_rounds(rng, prm, int(size))
+    return _laplace_numpy(rng, scale, size)
+
+
+def _laplace_numpy(rng: Any, scale: Fraction, size: int) -> np.ndarray:
+    """CKS Alg. 2 on NumPy arrays: each round draws 2n + 8 candidates for the n values still
+    open (fixed cost each: :func:`_laplace_candidates`) and keeps the first accepted ones; the
+    rounds' number and sizes depend only on how many were rejected."""
     t, s = scale.numerator, scale.denominator
     out = np.zeros(size, dtype=object)
     todo = np.arange(size)
@@ -227,10 +270,9 @@ def discrete_laplace(rng: Any, scale: Fraction | int, size: int) -> np.ndarray:
 def discrete_gaussian(rng: Any, sigma2: Fraction | int, size: int) -> np.ndarray:
     """``size`` exact draws with P(y) ∝ exp(−y²/(2σ²)) on Z (CKS 2020, Alg. 3).
 
-    Proposal Y ~ discrete Laplace(t), t = ⌊σ⌋ + 1, accepted with probability
-    exp(−(|Y| − σ²/t)²/(2σ²)) = exp(−(|Y|·t·b − a)²/(2·a·b·t²)) for σ² = a/b; the acceptance is
-    one fixed-cost :func:`bernoulli_exp` whatever Y is. Rounds as in :func:`discrete_laplace`
-    (n + n/2 + 8 proposals for n open values: acceptance ≥ ~0.6).
+    Compiled candidates (:func:`~dppca_dask.privacy.exact_limbs.gaussian_params`: a discrete
+    Laplace proposal of scale ≈ σ and one acceptance e^{−x} per candidate) when numba is there
+    and 2^-32 ≤ σ² < 2^132, else :func:`_gaussian_numpy`.
 
     Examples
     --------
@@ -241,6 +283,17 @@ def discrete_gaussian(rng: Any, sigma2: Fraction | int, size: int) -> np.ndarray
     sigma2 = Fraction(sigma2)
     if sigma2 <= 0:
         raise ValueError(f"discrete_gaussian needs a positive variance; got {sigma2}.")
+    prm = exact_limbs.gaussian_params(sigma2) if exact_limbs.kernels_available() else None
+    if prm is not None:
+        return _limb_rounds(rng, prm, int(size))
+    return _gaussian_numpy(rng, sigma2, size)
+
+
+def _gaussian_numpy(rng: Any, sigma2: Fraction, size: int) -> np.ndarray:
+    """CKS Alg. 3 on NumPy arrays: proposal Y ~ discrete Laplace(t) (:func:`_laplace_numpy`),
+    t = ⌊σ⌋ + 1, accepted with probability exp(−(|Y| − σ²/t)²/(2σ²)) =
+    exp(−(|Y|·t·b − a)²/(2·a·b·t²)) for σ² = a/b, one fixed-cost :func:`bernoulli_exp` whatever Y
+    is; n + n/2 + 8 proposals per round for n open values (acceptance ≥ ~0.6)."""
     a, b = sigma2.numerator, sigma2.denominator
     t = _isqrt_floor(sigma2) + 1
     den = 2 * a * b * t * t
@@ -251,7 +304,7 @@ def discrete_gaussian(rng: Any, sigma2: Fraction | int, size: int) -> np.ndarray
     while todo.size:
         n = todo.size
         batch = n + n // 2 + 8
-        y = discrete_laplace(rng, t, batch)
+        y = _laplace_numpy(rng, Fraction(t), batch)
         absy = np.abs(y)
         if small and absy.dtype != object and int(absy.max()) <= bound:
             ok = bernoulli_exp(rng, (absy * (b * t) - a) ** 2, den)
