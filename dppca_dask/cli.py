@@ -592,19 +592,46 @@ def budget_list(ledger_path: str | None, as_json: bool) -> None:
 @click.option("--delta", type=float, default=None, help="The delta of the cap (with --eps).")
 @click.option("--rho", type=float, default=None, help="Cap on the cumulative zCDP rho.")
 @click.option("--remove", is_flag=True, help="Remove the dataset's cap.")
+@click.option("--analyst", default=None, help="Set the cap of this analyst's releases on "
+              "DATASET instead ('*': each analyst without one of their own; the release "
+              "service's analysts, `dppca-dask serve`).")
 @_LEDGER_OPTION
 @_handle_errors
 def budget_cap(dataset: str, array: str | None, eps: float | None, delta: float | None,
-               rho: float | None, remove: bool, ledger_path: str | None) -> None:
+               rho: float | None, remove: bool, analyst: str | None,
+               ledger_path: str | None) -> None:
     """Set the custodian's cap of DATASET (a run config can only lower it for its run).
 
     A run is admitted when the dataset's recorded releases plus the planned one compose to a
     tight epsilon at delta = D of at most E (--eps E --delta D), and, with --rho R, to a zCDP
-    rho of at most R.
+    rho of at most R. With --analyst, the same test on that analyst's releases alone (both
+    caps apply to the release service's runs).
     """
     from dppca_dask.pipeline.budget_commands import cap
 
-    click.echo(cap(dataset, array, eps, delta, rho, remove, ledger_path))
+    click.echo(cap(dataset, array, eps, delta, rho, remove, ledger_path, analyst))
+
+
+@budget.command("verify")
+@_LEDGER_OPTION
+@click.option("--head", default=None, metavar="HASH",
+              help="A head hash noted earlier (printed by this command): the log must still "
+                   "contain it, so a log rewritten from the start is detected too.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: ok, and per log the "
+              "entries, head and problems.")
+@_handle_errors
+def budget_verify(ledger_path: str | None, head: str | None, as_json: bool) -> None:
+    """Check the ledger's tamper-evident release log: every reservation, release, refusal,
+    failure and cap is an entry chained by sha256 to the one before it. An edited, deleted,
+    reordered or appended-out-of-band entry, or an edited reservation or cap row, is named;
+    exit status 1 when the log is broken.
+    """
+    from dppca_dask.pipeline.budget_commands import verify_log
+
+    ok, text = verify_log(ledger_path, head, as_json)
+    click.echo(text if ok or as_json else f"Error: {text}", err=not ok and not as_json)
+    if not ok:
+        sys.exit(EXIT_USER_ERROR)
 
 
 @budget.command("adopt")
