@@ -28,6 +28,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
+from urllib.parse import quote
 
 from dppca_dask.errors import DPPCAError, InputError
 
@@ -150,7 +151,8 @@ class Client:
 
     def file(self, job_id: str, name: str) -> bytes:
         """One released file's bytes (a Zarr store: a zip of it)."""
-        content: bytes = self._request("GET", f"/jobs/{job_id}/files/{name}").content
+        content: bytes = self._request("GET", f"/jobs/{job_id}/files/{quote(name, safe='')}"
+                                       ).content
         return content
 
     def wait(self, job_id: str, *, poll: float = 1.0, timeout: float | None = None,

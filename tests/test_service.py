@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 with warnings.catch_warnings():  # starlette 1.x: "use httpx2" (the test client only)
-    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
 from dppca_dask.errors import ConfigError

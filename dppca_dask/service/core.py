@@ -346,7 +346,11 @@ class Service:
         self.queue.start()
 
     def stop(self) -> None:
+        running = len(self.queue.running)
         self.queue.stop()
+        print(f"dppca-dask serve: stopped ({running} running job(s) stopped: refunded and "
+              "queued again before their first noise draw, spent after it).", file=sys.stderr,
+              flush=True)
 
 
 @dataclass
@@ -467,7 +471,7 @@ class Queue:
                 shutil.rmtree(leftover, ignore_errors=True)
             info = service.datasets.get(job.dataset)
             spec = {"config": job.config, "ledger": service.ledger_spec,
-                    "reservation": job.reservation,
+                    "reservation": job.reservation, "attempt": job.attempt + 1,
                     "group_sizes_public": bool(info and info.entry.group)}
             (folder / "job.json").write_text(json.dumps(spec))
             log = open(folder / "worker.log", "ab")  # noqa: SIM115 -- closed when it ends
