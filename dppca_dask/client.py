@@ -65,13 +65,17 @@ class Client:
     """The release service at ``url`` with an analyst's bearer ``token``.
 
     ``url`` and ``token`` default to the ``DPPCA_SERVER`` and ``DPPCA_TOKEN`` environment
-    variables; ``transport``: an httpx transport (tests).
+    variables; ``connect_wait``: how long a refused connection is tried again (a server that is
+    starting or restarting; nothing was sent, so a submission is never sent twice);
+    ``transport``: an httpx transport (tests).
     """
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
-                 timeout: float = 60.0, transport: Any = None) -> None:
+                 timeout: float = 60.0, connect_wait: float = 20.0,
+                 transport: Any = None) -> None:
         import httpx
 
+        self.connect_wait = connect_wait
         url = url or os.environ.get("DPPCA_SERVER")
         if not url:
             raise InputError("No server given: pass the release service's URL (--server URL, "
@@ -94,11 +98,19 @@ class Client:
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         import httpx
 
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise ServerError(f"Cannot reach the release service at {self.url}: "
-                              f"{type(exc).__name__}: {exc}.") from None
+        deadline = time.monotonic() + self.connect_wait
+        while True:
+            try:
+                response = self._http.request(method, path, **kwargs)
+                break
+            except httpx.ConnectError as exc:  # nothing was sent: safe to try again
+                if time.monotonic() > deadline:
+                    raise ServerError(f"Cannot reach the release service at {self.url}: {exc} "
+                                      "(is it running? DPPCA_SERVER / --server).") from None
+                time.sleep(0.5)
+            except httpx.HTTPError as exc:
+                raise ServerError(f"Cannot reach the release service at {self.url}: "
+                                  f"{type(exc).__name__}: {exc}.") from None
         if response.status_code >= 400:
             try:
                 body = response.json()["error"]
