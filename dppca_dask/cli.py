@@ -683,10 +683,16 @@ def budget_import(old: str, ledger_path: str | None) -> None:
                    "the demo dataset if ./dppca-demo/gau.zarr exists).")
 @click.option("--port", type=click.IntRange(1, 65535), default=5006, show_default=True,
               help="The port to listen on (127.0.0.1 only).")
+@click.option("--server", default=None, metavar="URL",
+              help="Work against a release service (`dppca-dask serve`): its datasets, plans, "
+                   "runs and ledger; the token from DPPCA_TOKEN or --token-file.")
+@click.option("--token-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="With --server: a file holding the bearer token.")
 @_handle_errors
-def app(app_config: str | None, port: int) -> None:
+def app(app_config: str | None, port: int, server: str | None, token_file: str | None) -> None:
     """A local web app (Panel, the `app` extra) on http://127.0.0.1:PORT/: choose a dataset and
-    the settings, run pca releases through the same pipeline and ledger as `dppca-dask run`.
+    the settings, run pca releases through the same pipeline and ledger as `dppca-dask run`
+    (with --server: on a release service, as `dppca-dask submit` does).
 
     Every run spends budget from the dataset's ledger; the page shows the spend and the cap.
     Stop it with Ctrl-C.
@@ -696,8 +702,11 @@ def app(app_config: str | None, port: int) -> None:
     if not panel_available():
         click.echo(f"Error: {MISSING_PANEL}", err=True)
         sys.exit(EXIT_USER_ERROR)
-    click.echo(f"dppca-dask app: http://127.0.0.1:{port}/ (Ctrl-C stops it)", err=True)
-    serve(app_config, port=port, address="127.0.0.1", wording=cli_message)
+    token = Path(token_file).read_text().strip() if token_file else None
+    where = "" if server is None else f" against the release service {server}"
+    click.echo(f"dppca-dask app: http://127.0.0.1:{port}/{where} (Ctrl-C stops it)", err=True)
+    serve(app_config, port=port, address="127.0.0.1", wording=cli_message, server=server,
+          token=token)
 
 
 class _ServeGroup(click.Group):

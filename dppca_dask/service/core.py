@@ -174,7 +174,7 @@ class Service:
         return {
             "name": info.entry.name, "description": info.entry.description,
             "n": src.n, "p": src.p, "variables": list(src.variables),
-            "group": info.entry.group, "dataset_id": dataset_id,
+            "group": info.entry.group, "dataset_id": dataset_id, "C_clip": info.entry.C_clip,
             "cap": cap.as_dict(), "spent": None if spent is None else spent.as_dict(),
             "remaining": _remaining(cap, spent),
             "analyst": {"name": analyst, "cap": None if own is None else own.as_dict(),

@@ -15,6 +15,7 @@ Every key but ``state_directory`` and ``datasets`` is optional::
         analyst_cap: {eps: 4, delta: 1.0e-5}   # each analyst's own (optional)
         analyst_caps: {alice: {eps: 6, delta: 1.0e-5}}   # per analyst, instead of analyst_cap
         analysts: [alice, bob]             # who may use it (default: every analyst)
+        C_clip: 150                        # the app's default clipped-scree control (public)
     cluster: {kind: local, n_workers: 2}   # the run config's cluster models (default: local)
     auth:
       tokens: true                         # bearer tokens of `dppca-dask serve token add`
@@ -107,6 +108,8 @@ class DatasetConfig(_Model):
     """A group-label variable of the store: naming it declares its group sizes public (grouped
     releases store them)."""
     description: str = ""
+    C_clip: PositiveFloat | None = None
+    """A public default of the clipped scree control, offered by the app (as APP.yaml's)."""
     cap: CapConfig
     analyst_cap: CapConfig | None = None
     analyst_caps: dict[str, CapConfig] = Field(default_factory=dict)
