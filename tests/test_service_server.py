@@ -266,6 +266,13 @@ def test_server__auth_failures_bad_requests_and_a_tampered_log(tmp_path, data):
     for text in malformed:
         _one_line(httpx.post(f"{url}/plan", headers=auth, json={"config": text}), 422)
     assert server.ledger().events() == events  # nothing refused reached the ledger
+    second = subprocess.run([sys.executable, "-m", "dppca_dask.cli", "serve", str(server.file),
+                             "--port", "0"], capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert second.returncode == 1, second.stderr
+    assert second.stderr.strip().splitlines()[-1] == (
+        f"Error: Another server (pid {server.proc.pid}) serves the state directory "
+        f"'{tmp_path / 'state'}': one server per state directory and ledger. Stop it first.")
     server.stop()  # SIGTERM: a clean stop
     # Someone lowers a release's recorded spend in the ledger: the server refuses to start.
     con = sqlite3.connect(tmp_path / "ledger.sqlite")

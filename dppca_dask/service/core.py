@@ -342,8 +342,32 @@ class Service:
     # -- life ----------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.hold_state()
         self.queue.recover()
         self.queue.start()
+
+    def hold_state(self) -> None:
+        """Take the state directory for this process: a second server on the same state (and
+        so the same queue) is refused while this one runs (an exclusive ``flock``, released by
+        the kernel however this process ends)."""
+        import fcntl
+
+        if getattr(self, "_lock_file", None) is not None:
+            return
+        handle = open(self.store.root / "server.lock", "a+")  # noqa: SIM115 -- held for life
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise ConfigError(f"Another server (pid {holder}) serves the state directory "
+                              f"{str(self.store.root)!r}: one server per state directory and "
+                              "ledger. Stop it first.") from None
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock_file = handle
 
     def stop(self) -> None:
         running = len(self.queue.running)

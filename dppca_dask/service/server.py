@@ -52,6 +52,7 @@ def serve(config_path: str | os.PathLike[str], *, host: str | None = None,
     port = listen.port if port is None else port
     tls = listen.tls_cert is not None
     service = Service(config)
+    service.hold_state()  # before the port: a second server is refused in one line
     sock = _socket(host, port)
     actual = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
