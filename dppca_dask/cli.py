@@ -592,19 +592,46 @@ def budget_list(ledger_path: str | None, as_json: bool) -> None:
 @click.option("--delta", type=float, default=None, help="The delta of the cap (with --eps).")
 @click.option("--rho", type=float, default=None, help="Cap on the cumulative zCDP rho.")
 @click.option("--remove", is_flag=True, help="Remove the dataset's cap.")
+@click.option("--analyst", default=None, help="Set the cap of this analyst's releases on "
+              "DATASET instead ('*': each analyst without one of their own; the release "
+              "service's analysts, `dppca-dask serve`).")
 @_LEDGER_OPTION
 @_handle_errors
 def budget_cap(dataset: str, array: str | None, eps: float | None, delta: float | None,
-               rho: float | None, remove: bool, ledger_path: str | None) -> None:
+               rho: float | None, remove: bool, analyst: str | None,
+               ledger_path: str | None) -> None:
     """Set the custodian's cap of DATASET (a run config can only lower it for its run).
 
     A run is admitted when the dataset's recorded releases plus the planned one compose to a
     tight epsilon at delta = D of at most E (--eps E --delta D), and, with --rho R, to a zCDP
-    rho of at most R.
+    rho of at most R. With --analyst, the same test on that analyst's releases alone (both
+    caps apply to the release service's runs).
     """
     from dppca_dask.pipeline.budget_commands import cap
 
-    click.echo(cap(dataset, array, eps, delta, rho, remove, ledger_path))
+    click.echo(cap(dataset, array, eps, delta, rho, remove, ledger_path, analyst))
+
+
+@budget.command("verify")
+@_LEDGER_OPTION
+@click.option("--head", default=None, metavar="HASH",
+              help="A head hash noted earlier (printed by this command): the log must still "
+                   "contain it, so a log rewritten from the start is detected too.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: ok, and per log the "
+              "entries, head and problems.")
+@_handle_errors
+def budget_verify(ledger_path: str | None, head: str | None, as_json: bool) -> None:
+    """Check the ledger's tamper-evident release log: every reservation, release, refusal,
+    failure and cap is an entry chained by sha256 to the one before it. An edited, deleted,
+    reordered or appended-out-of-band entry, or an edited reservation or cap row, is named;
+    exit status 1 when the log is broken.
+    """
+    from dppca_dask.pipeline.budget_commands import verify_log
+
+    ok, text = verify_log(ledger_path, head, as_json)
+    click.echo(text if ok or as_json else f"Error: {text}", err=not ok and not as_json)
+    if not ok:
+        sys.exit(EXIT_USER_ERROR)
 
 
 @budget.command("adopt")
@@ -656,10 +683,16 @@ def budget_import(old: str, ledger_path: str | None) -> None:
                    "the demo dataset if ./dppca-demo/gau.zarr exists).")
 @click.option("--port", type=click.IntRange(1, 65535), default=5006, show_default=True,
               help="The port to listen on (127.0.0.1 only).")
+@click.option("--server", default=None, metavar="URL",
+              help="Work against a release service (`dppca-dask serve`): its datasets, plans, "
+                   "runs and ledger; the token from DPPCA_TOKEN or --token-file.")
+@click.option("--token-file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="With --server: a file holding the bearer token.")
 @_handle_errors
-def app(app_config: str | None, port: int) -> None:
+def app(app_config: str | None, port: int, server: str | None, token_file: str | None) -> None:
     """A local web app (Panel, the `app` extra) on http://127.0.0.1:PORT/: choose a dataset and
-    the settings, run pca releases through the same pipeline and ledger as `dppca-dask run`.
+    the settings, run pca releases through the same pipeline and ledger as `dppca-dask run`
+    (with --server: on a release service, as `dppca-dask submit` does).
 
     Every run spends budget from the dataset's ledger; the page shows the spend and the cap.
     Stop it with Ctrl-C.
@@ -669,8 +702,346 @@ def app(app_config: str | None, port: int) -> None:
     if not panel_available():
         click.echo(f"Error: {MISSING_PANEL}", err=True)
         sys.exit(EXIT_USER_ERROR)
-    click.echo(f"dppca-dask app: http://127.0.0.1:{port}/ (Ctrl-C stops it)", err=True)
-    serve(app_config, port=port, address="127.0.0.1", wording=cli_message)
+    token = Path(token_file).read_text().strip() if token_file else None
+    where = "" if server is None else f" against the release service {server}"
+    click.echo(f"dppca-dask app: http://127.0.0.1:{port}/{where} (Ctrl-C stops it)", err=True)
+    serve(app_config, port=port, address="127.0.0.1", wording=cli_message, server=server,
+          token=token)
+
+
+class _ServeGroup(click.Group):
+    """``dppca-dask serve SERVICE.yaml`` is ``dppca-dask serve start SERVICE.yaml``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["start", *args]
+        return super().parse_args(ctx, args)
+
+
+def _need_service() -> None:
+    from dppca_dask.service import MISSING_SERVICE, service_available
+
+    if not service_available():
+        raise DPPCAError(MISSING_SERVICE)
+
+
+@main.group(cls=_ServeGroup)
+def serve() -> None:
+    """The release service: analysts submit run configs over HTTP, the custodian's server
+    holds the data, the ledger and the cluster; only private outputs leave.
+
+    `dppca-dask serve SERVICE.yaml` is `dppca-dask serve start SERVICE.yaml`; the service file
+    (catalogue, caps, ledger, cluster, authentication, limits) is described in
+    docs/guide/deployment.md ("Release service").
+    """
+
+
+@serve.command("start")
+@click.argument("service_file", metavar="SERVICE.yaml", type=click.Path(dir_okay=False))
+@click.option("--host", default=None, help="Listen on this address (default: listen.host, "
+              "127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Listen on this port (default: listen.port, 8000; 0: a free one).")
+@_handle_errors
+def serve_start(service_file: str, host: str | None, port: int | None) -> None:
+    """Start the server of SERVICE.yaml and serve until Ctrl-C or SIGTERM.
+
+    It refuses to start on a broken release log (`dppca-dask budget verify`), writes the
+    file's caps into the ledger, settles the jobs a stopped server left (rerun when no noise
+    was drawn, failed when it was) and resumes the queue. Stopping it stops the running jobs
+    the same way.
+    """
+    _need_service()
+    from dppca_dask.service.server import serve as run_server
+
+    run_server(service_file, host=host, port=port, say=lambda line: click.echo(line, err=True))
+
+
+@serve.group("token")
+def serve_token() -> None:
+    """The analysts' bearer tokens (stored hashed in the server's state directory)."""
+
+
+@serve_token.command("add")
+@click.argument("service_file", metavar="SERVICE.yaml", type=click.Path(dir_okay=False))
+@click.argument("analyst")
+@click.option("--note", default="", help="A note kept with the token (who, what for).")
+@_handle_errors
+def serve_token_add(service_file: str, analyst: str, note: str) -> None:
+    """Issue a bearer token for ANALYST: printed once on stdout (only its hash is kept).
+
+    Give it to the analyst over a safe channel; they set DPPCA_TOKEN to it. A running server
+    accepts it at once.
+    """
+    from dppca_dask.service.server import add_token
+
+    token_id, token, where = add_token(service_file, analyst, note)
+    click.echo(f"Token {token_id} for analyst {analyst!r} (shown only now; its hash is kept in "
+               f"{where}; revoke it with `dppca-dask serve token revoke {service_file} "
+               f"{token_id}`):", err=True)
+    click.echo(token)
+
+
+@serve_token.command("revoke")
+@click.argument("service_file", metavar="SERVICE.yaml", type=click.Path(dir_okay=False))
+@click.argument("which")
+@_handle_errors
+def serve_token_revoke(service_file: str, which: str) -> None:
+    """Revoke the token with id WHICH, or every token of the analyst WHICH (at once, also on
+    a running server)."""
+    from dppca_dask.service.server import revoke_token
+
+    revoked = revoke_token(service_file, which)
+    if not revoked:
+        raise DPPCAError(f"No active token with id or analyst {which!r} "
+                         f"(`dppca-dask serve token list {service_file}` lists them).")
+    click.echo("Revoked: " + ", ".join(f"{t.id} ({t.analyst})" for t in revoked))
+
+
+@serve_token.command("list")
+@click.argument("service_file", metavar="SERVICE.yaml", type=click.Path(dir_okay=False))
+@_handle_errors
+def serve_token_list(service_file: str) -> None:
+    """The tokens issued: id, analyst, when, revoked or active, note (never the token)."""
+    from dppca_dask.service.server import list_tokens
+
+    for t in list_tokens(service_file):
+        state = f"revoked {t.revoked}" if t.revoked else "active"
+        click.echo(f"{t.id}  {t.analyst:<20} issued {t.created}  {state}"
+                   + (f"  ({t.note})" if t.note else ""))
+
+
+_SERVER_OPTION = click.option(
+    "--server", envvar="DPPCA_SERVER", required=True, metavar="URL",
+    help="The release service's URL (default: the DPPCA_SERVER environment variable). The "
+         "token comes from DPPCA_TOKEN or --token-file.")
+_TOKEN_OPTION = click.option(
+    "--token-file", type=click.Path(dir_okay=False, exists=True), default=None,
+    help="A file holding the bearer token (default: the DPPCA_TOKEN environment variable).")
+
+
+def _client(server: str, token_file: str | None) -> Any:
+    from dppca_dask.client import Client
+
+    token = Path(token_file).read_text().strip() if token_file else None
+    return Client(server, token)
+
+
+def _job_line(job: dict[str, Any]) -> str:
+    """A job's state in one line (passes done of planned; no times)."""
+    state = job["state"]
+    passes = job.get("passes") or {}
+    if state == "queued":
+        return f"Job {job['id']}: queued (position {job.get('position') or '?'})"
+    if state == "running":
+        planned = passes.get("planned")
+        of = f" of {planned}" if planned else ""
+        stop = "; cancelling" if job.get("cancelling") else ""
+        return f"Job {job['id']}: running, {passes.get('done', 0)}{of} data passes done{stop}"
+    message = f": {job['message']}" if job.get("message") else ""
+    return f"Job {job['id']}: {state}{message}"
+
+
+def _output_of(config: str) -> str | None:
+    """The config's output.directory (where `submit` downloads), if it names one."""
+    import yaml
+
+    from dppca_dask.pipeline.config import safe_load_unique
+
+    try:
+        data = safe_load_unique(Path(config).read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, DPPCAError):
+        return None
+    output = data.get("output") if isinstance(data, dict) else None
+    directory = output.get("directory") if isinstance(output, dict) else None
+    return directory if isinstance(directory, str) and directory else None
+
+
+def _wait_and_fetch(client: Any, job: dict[str, Any], output: str | None, overwrite: bool,
+                    quiet: bool, as_json: bool) -> None:
+    """Wait for ``job``, then download a release (``submit`` and ``remote fetch``)."""
+    from dppca_dask.client import ServerError
+
+    say = (lambda job: None) if quiet or as_json else (
+        lambda job: click.echo(_job_line(job), err=True))
+    try:
+        final = client.wait(job["id"], on_update=say)
+    except KeyboardInterrupt:
+        click.echo(f"Stopped waiting; the job goes on on the server: `dppca-dask remote status "
+                   f"{job['id']}`, `dppca-dask remote fetch {job['id']}`.", err=True)
+        sys.exit(130)
+    if final["state"] != "released":
+        if as_json:
+            click.echo(json.dumps(final, indent=2))
+        raise ServerError(f"Job {final['id']} {final['state']}: {final.get('message') or ''}"
+                          .rstrip(": "))
+    target = client.download(final["id"], output or f"dppca-output/{final['id']}",
+                             overwrite=overwrite)
+    if as_json:
+        click.echo(json.dumps({**final, "directory": str(target)}, indent=2))
+        return
+    files = sorted(p.name for p in target.iterdir())
+    click.echo(f"Wrote {target}/: " + ", ".join(files))
+    if not quiet and (target / "report.html").exists():
+        _echo_report(target)
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False, exists=True))
+@_SERVER_OPTION
+@_TOKEN_OPTION
+@click.option("--output", default=None, help="Where to download the outputs (default: the "
+              "config's output.directory, else dppca-output/JOB_ID).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
+@click.option("--no-wait", is_flag=True, help="Submit and print the job's id; do not wait.")
+@click.option("--quiet", "-q", is_flag=True, help="Only the final 'Wrote ...' line.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final job as JSON.")
+@_handle_errors
+def submit(config: str, server: str, token_file: str | None, output: str | None,
+           overwrite: bool, no_wait: bool, quiet: bool, as_json: bool) -> None:
+    """Submit CONFIG to a release service (`dppca-dask serve`), wait for it and download its
+    private outputs.
+
+    CONFIG is a run config whose input.path names a dataset of the server's catalogue
+    (`dppca-dask remote datasets` lists them); the server reserves its budget before reading
+    any data, runs it on its cluster, and hands back the stores, figures, report and summary.
+    Ctrl-C stops waiting, not the job.
+    """
+    client = _client(server, token_file)
+    target = output or _output_of(config)
+    if target is not None and Path(target).exists() and not overwrite and not no_wait:
+        from dppca_dask.errors import OutputExistsError
+
+        raise OutputExistsError(f"Output directory {target!r} already exists; use --overwrite "
+                                "to replace it, or --output to choose another (nothing was "
+                                "submitted).")
+    job = client.submit(Path(config))
+    for note in job.get("notes", []):
+        click.echo(f"Note: {note}", err=True)
+    if not quiet and not as_json:
+        spend = job["spend"]
+        click.echo(f"Submitted job {job['id']}: {job['task']} on {job['dataset']}, reserved "
+                   f"eps = {spend['eps']:.6g}, delta = {spend['delta']:.3g}.", err=True)
+    if no_wait:
+        click.echo(json.dumps(job, indent=2) if as_json else job["id"])
+        return
+    _wait_and_fetch(client, job, target, overwrite, quiet, as_json)
+
+
+@main.group()
+def remote() -> None:
+    """An analyst's other commands against a release service (`dppca-dask submit` submits):
+    its datasets, plans, jobs, cancelling and downloading."""
+
+
+@remote.command("datasets")
+@_SERVER_OPTION
+@_TOKEN_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_handle_errors
+def remote_datasets(server: str, token_file: str | None, as_json: bool) -> None:
+    """The datasets you may use: n x p, variables, caps, spend and what remains."""
+    found = _client(server, token_file).datasets()
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+        return
+
+    def cap(c: dict[str, Any] | None) -> str:
+        if not c:
+            return "none"
+        parts = [] if c.get("eps") is None else [f"eps = {c['eps']:g}, delta = {c['delta']:g}"]
+        return " and ".join(parts + ([] if c.get("rho") is None else [f"rho = {c['rho']:g}"]))
+
+    for d in found:
+        mine = d["analyst"]
+        left = (d["remaining"] or {}).get("eps")
+        mine_left = (mine["remaining"] or {}).get("eps")
+        click.echo(f"{d['name']}: {d['n']} x {d['p']} ({', '.join(d['variables'][:8])}"
+                   + (", ..." if d["p"] > 8 else "") + ")"
+                   + (f", group variable {d['group']}" if d.get("group") else ""))
+        click.echo(f"  dataset cap {cap(d['cap'])}; remaining eps ~ "
+                   f"{'-' if left is None else f'{left:.4g}'}"
+                   + (f"; your cap {cap(mine['cap'])}, remaining eps ~ "
+                      f"{'-' if mine_left is None else f'{mine_left:.4g}'}"
+                      if mine["cap"] else ""))
+
+
+@remote.command("plan")
+@click.argument("config", type=click.Path(dir_okay=False, exists=True))
+@_SERVER_OPTION
+@_TOKEN_OPTION
+@_handle_errors
+def remote_plan(config: str, server: str, token_file: str | None) -> None:
+    """Plan CONFIG on the server (as `dppca-dask plan --json`; nothing is spent): refused
+    past a cap, as the submission would be."""
+    planned = _client(server, token_file).plan(Path(config))
+    for note in planned.pop("notes", []):
+        click.echo(f"Note: {note}", err=True)
+    for warning in planned.pop("guarantees", []):
+        _warn_line(warning)
+    click.echo(json.dumps(planned, indent=2))
+
+
+@remote.command("jobs")
+@_SERVER_OPTION
+@_TOKEN_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_handle_errors
+def remote_jobs(server: str, token_file: str | None, as_json: bool) -> None:
+    """Your jobs on the server, oldest first."""
+    found = _client(server, token_file).jobs()
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+        return
+    for job in found:
+        click.echo(f"{_job_line(job)} [{job['task']} on {job['dataset']}, submitted "
+                   f"{job['submitted']}]")
+
+
+@remote.command("status")
+@click.argument("job_id")
+@_SERVER_OPTION
+@_TOKEN_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_handle_errors
+def remote_status(job_id: str, server: str, token_file: str | None, as_json: bool) -> None:
+    """One job's state, data passes and files."""
+    job = _client(server, token_file).job(job_id)
+    if as_json:
+        click.echo(json.dumps(job, indent=2))
+        return
+    click.echo(_job_line(job))
+    for f in job.get("files") or []:
+        click.echo(f"  {f['name']} ({f['bytes']} bytes{', a folder' if 'folder' in f['kind'] else ''})")
+
+
+@remote.command("cancel")
+@click.argument("job_id")
+@_SERVER_OPTION
+@_TOKEN_OPTION
+@_handle_errors
+def remote_cancel(job_id: str, server: str, token_file: str | None) -> None:
+    """Cancel a job: a queued one is refunded; a running one stops (refunded before its first
+    noise draw, spent after it)."""
+    client = _client(server, token_file)
+    job = client.cancel(job_id)
+    if job["state"] == "running":
+        job = client.wait(job_id, poll=0.5)
+    click.echo(_job_line(job))
+
+
+@remote.command("fetch")
+@click.argument("job_id")
+@_SERVER_OPTION
+@_TOKEN_OPTION
+@click.option("--output", default=None, help="Where to download (default dppca-output/JOB_ID).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output directory.")
+@_handle_errors
+def remote_fetch(job_id: str, server: str, token_file: str | None, output: str | None,
+                 overwrite: bool) -> None:
+    """Wait for a job (again, e.g. after Ctrl-C) and download its outputs."""
+    client = _client(server, token_file)
+    _wait_and_fetch(client, client.job(job_id), output, overwrite, False, False)
 
 
 _VERSIONED = ("dppca_dask", "numpy", "scipy", "dask", "distributed", "zarr", "xarray", "pandas",

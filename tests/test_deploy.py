@@ -161,6 +161,41 @@ def test_compose__runner_config_and_volumes(compose):
     assert data_cmd[:2] == ["python", "-c"] and cfg.input.path in data_cmd[2]
 
 
+def test_service_compose__server_next_to_the_cluster_and_no_data_for_analysts():
+    from dppca_dask.service.settings import ServiceConfig
+
+    compose = yaml.safe_load((DEPLOY / "service-compose.yml").read_text())
+    services = compose["services"]
+    assert set(services) == {"scheduler", "worker-1", "worker-2", "data", "server", "analyst"}
+    named = set(compose["volumes"])
+    for name, service in services.items():
+        assert set(service) <= COMPOSE_SERVICE, name
+        assert service["image"] == IMAGE
+        for dep in service.get("depends_on", {}):
+            assert dep in services
+        for source in _mounts(service).values():
+            assert (DEPLOY / source).exists() if source.startswith(".") else source in named
+    server = services["server"]
+    assert server["command"] == ["serve", "/config/service.yaml"]
+    assert all(port.startswith("127.0.0.1:") for port in server["ports"])
+    config = ServiceConfig.model_validate(yaml.safe_load(
+        (DEPLOY / _mounts(server)["/config/service.yaml"]).read_text()))
+    assert config.cluster.kind == "address" and config.cluster.address == "tcp://scheduler:8786"
+    holders = {name for name, service in services.items() if "data" in _mounts(service).values()}
+    assert holders == {"worker-1", "worker-2", "data", "server"}  # never the analyst's
+    for dataset in config.datasets:
+        folder = str(Path(dataset.path).parent)
+        for name in ("worker-1", "worker-2", "server"):
+            assert _mounts(services[name])[folder] == "data", name
+    assert all(m.endswith(":ro") for m in server["volumes"] if m.startswith("data:"))
+    analyst = services["analyst"]
+    assert analyst["profiles"] == ["analyst"] and analyst["command"][0] == "submit"
+    assert analyst["environment"]["DPPCA_SERVER"] == f"http://server:{config.listen.port}"
+    submitted = yaml.safe_load((DEPLOY / _mounts(analyst)[analyst["command"][1]]).read_text())
+    assert config.dataset(submitted["input"]["path"]) is not None
+    assert _run_config(yaml.safe_dump(submitted)).output.directory.startswith("/home/dppca/")
+
+
 # ---------------------------------------------------------------- Kubernetes
 
 
@@ -187,18 +222,20 @@ def _pod_volumes(pod_spec: dict) -> dict[str, dict]:
 def test_kubernetes__manifests_parse_with_required_keys():
     docs = _k8s_documents()
     kinds = sorted(kind for kind, _ in docs)
-    assert kinds == ["ConfigMap", "DaskCluster", "Job", "Job", "PersistentVolumeClaim",
-                     "PersistentVolumeClaim"]
+    assert kinds == ["ConfigMap", "ConfigMap", "DaskCluster", "Deployment", "Job", "Job",
+                     "PersistentVolumeClaim", "PersistentVolumeClaim", "PersistentVolumeClaim",
+                     "Service"]
     claims = {name for kind, name in docs if kind == "PersistentVolumeClaim"}
     maps = {name for kind, name in docs if kind == "ConfigMap"}
     for (kind, name), doc in docs.items():
         if kind == "PersistentVolumeClaim":
             assert doc["apiVersion"] == "v1" and doc["spec"]["accessModes"]
             assert doc["spec"]["resources"]["requests"]["storage"]
-        if kind == "Job":
-            assert doc["apiVersion"] == "batch/v1"
+        if kind in ("Job", "Deployment"):
+            assert doc["apiVersion"] == ("batch/v1" if kind == "Job" else "apps/v1")
             pod = doc["spec"]["template"]["spec"]
-            assert pod["restartPolicy"] in {"Never", "OnFailure"}, name
+            if kind == "Job":
+                assert pod["restartPolicy"] in {"Never", "OnFailure"}, name
             for volume in _pod_volumes(pod).values():
                 if "persistentVolumeClaim" in volume:
                     assert volume["persistentVolumeClaim"]["claimName"] in claims
@@ -254,6 +291,44 @@ def test_kubernetes__runner_job_reaches_the_scheduler_service():
     assert cfg.output.directory.startswith("/output/") and "/output" in mounts
     demo = docs[("Job", "dppca-demo-data")]["spec"]["template"]["spec"]["containers"][0]
     assert cfg.input.path in demo["args"][-1]
+
+
+def test_kubernetes__release_service_next_to_the_cluster():
+    from dppca_dask.service.settings import ServiceConfig
+
+    docs = _k8s_documents()
+    ((_, cluster),) = [key for key in docs if key[0] == "DaskCluster"]
+    config = ServiceConfig.model_validate(yaml.safe_load(
+        docs[("ConfigMap", "dppca-service-config")]["data"]["service.yaml"]))
+    assert config.cluster.kind == "address"
+    assert config.cluster.address == f"tcp://{cluster}-scheduler:8786"
+    deployment = docs[("Deployment", "dppca-server")]["spec"]
+    # one server per ledger: never two pods writing the state at once
+    assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
+    pod = deployment["template"]["spec"]
+    (server,) = pod["containers"]
+    assert server["args"] == ["serve", "/config/service.yaml"]
+    assert server["readinessProbe"]["httpGet"]["path"] == "/api/v1/health"
+    mounts = {m["mountPath"]: m for m in server["volumeMounts"]}
+    volumes = _pod_volumes(pod)
+    assert volumes[mounts["/config"]["name"]]["configMap"]["name"] == "dppca-service-config"
+    # the catalogue's data: the workers' claim, at the same path, read only
+    worker = docs[("DaskCluster", cluster)]["spec"]["worker"]["spec"]
+    worker_mounts = {m["mountPath"]: m["name"] for m in worker["containers"][0]["volumeMounts"]}
+    for dataset in config.datasets:
+        folder = str(Path(dataset.path).parent)
+        claim = volumes[mounts[folder]["name"]]["persistentVolumeClaim"]
+        assert mounts[folder]["readOnly"] and claim["readOnly"]
+        assert _pod_volumes(worker)[worker_mounts[folder]]["persistentVolumeClaim"][
+            "claimName"] == claim["claimName"]
+    assert config.state_directory.startswith("/state/") and config.ledger.startswith("/state/")
+    assert volumes[mounts["/state"]["name"]]["persistentVolumeClaim"]["claimName"] == \
+        "dppca-state"
+    service = docs[("Service", "dppca-server")]["spec"]
+    labels = deployment["template"]["metadata"]["labels"]
+    assert service["selector"] == labels == deployment["selector"]["matchLabels"]
+    assert service["ports"][0]["targetPort"] == server["ports"][0]["name"]
+    assert server["ports"][0]["containerPort"] == config.listen.port
 
 
 def test_kubernetes__kubecluster_run_config():

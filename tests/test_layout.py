@@ -102,7 +102,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("covariance",),
     ("plots", "report"),
     ("pipeline",),
-    ("", "sklearn", "app"),
+    ("", "sklearn", "app", "service", "client"),
     ("cli",),
 )
 # Upward imports kept on purpose: at most two, each a function-level (lazy) import, with its reason.

@@ -37,11 +37,14 @@ def panel_available() -> bool:
 
 
 def serve(config: str | os.PathLike[str] | None = None, *, port: int = 5006,
-          address: str = "127.0.0.1", wording: Wording | None = None) -> None:
+          address: str = "127.0.0.1", wording: Wording | None = None,
+          server: str | None = None, token: str | None = None) -> None:
     """Serve the app until the process is stopped (``dppca-dask app``).
 
     ``config``: APP.yaml (:mod:`dppca_dask.app.catalogue`); ``wording``: how errors read
-    (default :func:`~dppca_dask.pipeline.wording.cli_message`: as on the command line). Raises
+    (default :func:`~dppca_dask.pipeline.wording.cli_message`: as on the command line);
+    ``server``/``token``: work against a release service (:mod:`dppca_dask.app.remote`: its
+    catalogue, plans, runs and ledger) instead of this machine's data and ledger. Raises
     :class:`AppUnavailableError` when Panel is missing, a ConfigError for a bad APP.yaml.
     """
     from dppca_dask.app.catalogue import load_app_config
@@ -51,4 +54,11 @@ def serve(config: str | os.PathLike[str] | None = None, *, port: int = 5006,
         raise AppUnavailableError(MISSING_PANEL)
     from dppca_dask.app.page import serve_app
 
-    serve_app(app, port=port, address=address, wording=wording)
+    remote = None
+    if server is not None:
+        from dppca_dask.app.remote import Remote
+
+        remote = Remote(server, token)
+        remote.choices()  # reachable, and the token accepted: one line now, not in the page
+        app = app.model_copy(update={"uploads": False})  # the server's catalogue only
+    serve_app(app, port=port, address=address, wording=wording, remote=remote)

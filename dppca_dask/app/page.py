@@ -45,12 +45,13 @@ AlertKind = Literal["info", "success", "danger"]
 
 
 class Page:
-    """The widgets and callbacks of one browser session."""
+    """The widgets and callbacks of one browser session (``remote``: a release service's
+    back end, :mod:`dppca_dask.app.remote`, instead of this machine's pipeline)."""
 
-    def __init__(self, app: AppConfig, wording: Wording | None) -> None:
-        self.app, self.wording = app, wording
-        self.session = Session()
-        self.form = Form(app, dataset_choices(app))
+    def __init__(self, app: AppConfig, wording: Wording | None, remote: Any = None) -> None:
+        self.app, self.wording, self.remote = app, wording, remote
+        self.session = Session() if remote is None else remote.session(app.output_directory)
+        self.form = Form(app, dataset_choices(app) if remote is None else remote.choices())
         self.upload_frame: Any = None
         self.check_button = pn.widgets.Button(name="Check settings (plan; spends nothing)")
         self.run_button = pn.widgets.Button(name="Run release (spends budget)",
@@ -118,7 +119,8 @@ class Page:
             self.ledger[:] = [budget_pane("Budget", None)]
             return
         try:
-            f.show_dataset(choice, describe_choice(choice))
+            describe = describe_choice if self.remote is None else self.remote.describe
+            f.show_dataset(choice, describe(choice))
         except DPPCAError as exc:
             self._error(exc)
             return
@@ -159,7 +161,8 @@ class Page:
 
     def _status(self) -> BudgetStatus | None:
         choice = self.form.choice
-        return None if choice is None else budget_status(choice)
+        status = budget_status if self.remote is None else self.remote.budget
+        return None if choice is None else status(choice)
 
     def _show_budget(self, before: BudgetStatus | None = None) -> None:
         try:
@@ -183,7 +186,8 @@ class Page:
         else:
             output = str(fresh_run_directory(self.app.output_directory))
             settings = run_settings(self.form.values(), choice, self.app, output)
-            checked = check(settings, self.app, self.wording)
+            checked = (check(settings, self.app, self.wording) if self.remote is None
+                       else self.remote.check(settings))
         if checked.error is not None:
             self._say(f"Error: {checked.error}", "danger")
         elif show_plan:
@@ -202,7 +206,8 @@ class Page:
             return
         self.plan_text.object = "```\n" + checked.plan.render() + "\n```"
         try:
-            before = budget_status(choice)
+            before = self._status()
+            assert before is not None
         except DPPCAError as exc:
             self._error(exc)
             return
@@ -249,14 +254,15 @@ class Page:
 
 
 def serve_app(app: AppConfig, *, port: int, address: str, wording: Wording | None,
-              show: bool = False) -> None:
-    """Serve the page on ``address:port`` until the process is stopped."""
+              show: bool = False, remote: Any = None) -> None:
+    """Serve the page on ``address:port`` until the process is stopped (``remote``: work
+    against a release service)."""
     import matplotlib
 
     matplotlib.use("Agg")  # the figures are drawn in worker threads
     Path(app.output_directory).mkdir(parents=True, exist_ok=True)
     origins = [f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"]
-    pn.serve({"/": lambda: Page(app, wording).view()}, port=port, address=address,
+    pn.serve({"/": lambda: Page(app, wording, remote).view()}, port=port, address=address,
              websocket_origin=origins, show=show, title="dppca_dask app",
              websocket_max_message_size=app.max_upload_mib * 2**20,
              start=True)

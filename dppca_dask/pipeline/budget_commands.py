@@ -22,11 +22,17 @@ from dppca_dask.pipeline.deployment import (
     open_deployment_ledger,
     parse_ledger_url,
 )
-from dppca_dask.pipeline.ledger import DatasetEntry, Ledger, Reservation, run_alive
+from dppca_dask.pipeline.ledger import (
+    EVERY_ANALYST,
+    DatasetEntry,
+    Ledger,
+    Reservation,
+    run_alive,
+)
 from dppca_dask.pipeline.ledger_legacy import import_jsonl, is_jsonl_ledger
 
 __all__ = ["adopt", "cap", "dataset_report", "import_old", "list_datasets", "open_ledger",
-           "release", "render_dataset", "show", "status_text"]
+           "release", "render_dataset", "show", "status_text", "verify_log"]
 
 _ORIGIN = {"attribute": "from the store's dppca_dataset_id attribute",
            "derived": "derived from its location, array and shape"}
@@ -116,6 +122,7 @@ def dataset_report(ledger: Ledger, entry: DatasetEntry) -> dict[str, Any]:
     return {"dataset": entry.id, "id_source": entry.id_source, "location": entry.location,
             "ledger": str(ledger.path), "cap": None if entry.cap is None else entry.cap.as_dict(),
             "cap_set": entry.cap_set,
+            "analyst_caps": {name: c.as_dict() for name, c in ledger.analyst_caps(entry.id).items()},
             "reservations": [{**r.as_dict(), "counted": r.counted, "state": status_text(r)}
                              for r in ledger.reservations(entry.id)],
             "spent": None if spend is None else spend.as_dict()}
@@ -129,14 +136,18 @@ def render_dataset(ledger: Ledger, entry: DatasetEntry) -> str:
     lines = [f"Dataset {entry.id} (id {_ORIGIN.get(entry.id_source, entry.id_source)})",
              f"  location (last seen): {entry.location}", f"  ledger: {ledger.path}",
              f"  cap: {limit}"]
+    for name, own in ledger.analyst_caps(entry.id).items():
+        who = "each analyst (default)" if name == EVERY_ANALYST else f"analyst {name!r}"
+        lines.append(f"  cap of {who}: {own.describe()}")
     if reservations:
         lines.append(f"  {'reservation':<32}  {'started (UTC)':<25}  {'task':<10} {'eps':>10} "
                      f"{'delta':>10}  status; output")
     else:
         lines.append("  no reservations yet")
     for r in reservations:
+        by = "" if r.analyst is None else f" (analyst {r.analyst})"
         lines.append(f"  {r.id:<32}  {r.started or '':<25}  {r.task:<10} {r.eps:>10.4g} "
-                     f"{r.delta:>10.3g}  {status_text(r)}; {r.output}")
+                     f"{r.delta:>10.3g}  {status_text(r)}; {r.output}{by}")
     spend = ledger.spent(entry.id)
     lines.append("  cumulative spend (releases, failures after noise, unfinished and closed "
                  f"reservations): {'nothing' if spend is None else spend.describe()}")
@@ -175,8 +186,10 @@ def list_datasets(ledger_path: str | None, as_json: bool = False) -> str:
 
 
 def cap(dataset: str, array: str | None, eps: float | None, delta: float | None,
-        rho: float | None, remove: bool, ledger_path: str | None) -> str:
-    """``budget cap``: the custodian sets (or removes) a dataset's cap."""
+        rho: float | None, remove: bool, ledger_path: str | None,
+        analyst: str | None = None) -> str:
+    """``budget cap``: the custodian sets (or removes) a dataset's cap, or with ``analyst``
+    that analyst's cap on it (``*``: each analyst's default; the release service's)."""
     given = not (eps is None and delta is None and rho is None)
     if remove == given:
         raise ParameterError("The 'cap' command must be given --eps and --delta, and/or --rho, "
@@ -193,9 +206,14 @@ def cap(dataset: str, array: str | None, eps: float | None, delta: float | None,
                                    else "derived")
     else:
         identity = _identity(dataset, array)
-    entry = ledger.set_cap(identity, limit)
-    spend = ledger.spent(entry.id)
-    return (f"Dataset {entry.id} ({entry.location}): "
+    if analyst is not None and not analyst.strip():
+        raise ParameterError("The '--analyst' option of cap must be an analyst's name (or '*' "
+                             f"for each analyst). Got {analyst!r} instead.")
+    entry = ledger.set_cap(identity, limit, analyst=analyst)
+    spend = ledger.spent(entry.id) if analyst is None else ledger.spent_by(entry.id, analyst)
+    whose = "" if analyst is None else (" each analyst's" if analyst == EVERY_ANALYST
+                                        else f" analyst {analyst}'s")
+    return (f"Dataset {entry.id} ({entry.location}):{whose} "
             + ("cap removed" if limit is None else f"cap {limit.describe()}")
             + f"; spent so far: {'nothing' if spend is None else spend.describe()}"
             + f" (ledger {ledger.path}).")
@@ -235,3 +253,28 @@ def import_old(old: str, ledger_path: str | None) -> str:
     lines = [f"  {rid}: {key} -> dataset {dataset_id}" for rid, key, dataset_id in copied]
     return "\n".join([*lines, f"Imported {len(copied)} reservation(s) from {old} into "
                       f"{ledger.path}."])
+
+
+def verify_log(ledger_path: str | None, head: str | None, as_json: bool) -> tuple[bool, str]:
+    """``budget verify``: check the ledger's release log (and the custodian's caps database's,
+    where there is one); returns (intact, text). ``head``: a hash noted earlier that the log
+    must still contain."""
+    ledger = open_ledger(ledger_path, create=False)
+    reports = [("ledger", ledger.path, ledger.verify(head=head))]
+    if ledger.caps is not None and ledger.caps.exists():
+        caps = Ledger(ledger.caps, create=False, journal_mode="delete")
+        reports.append(("caps database", caps.path, caps.verify()))
+    ok = all(report.ok for *_, report in reports)
+    if as_json:
+        return ok, json.dumps({"ok": ok, "logs": [{"what": what, "path": str(path),
+                                                   **report.as_dict()}
+                                                  for what, path, report in reports]}, indent=2)
+    lines = []
+    for what, path, report in reports:
+        if report.ok:
+            lines.append(f"The release log of the {what} {str(path)!r} is intact: "
+                         f"{report.entries} entries, head {report.head}.")
+        else:
+            lines.append(f"The release log of the {what} {str(path)!r} is BROKEN: "
+                         + "; ".join(report.problems) + ".")
+    return ok, "\n".join(lines)

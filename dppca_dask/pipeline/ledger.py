@@ -47,11 +47,14 @@ from typing import Any
 from dppca_dask.errors import BudgetError, InputError, PrivacyWarning
 from dppca_dask.io.identity import DatasetIdentity
 from dppca_dask.pipeline.budget_cap import Basic, Cap, Spend, cumulative, fits
+from dppca_dask.pipeline.release_log import GENESIS, ChainReport, digest, entry_hash, verify
 
-__all__ = ["COUNTED", "SEEDED_EVENT", "DatasetEntry", "Ledger", "Reservation", "check_ledger_file",
-           "run_alive"]
+__all__ = ["COUNTED", "EVERY_ANALYST", "SEEDED_EVENT", "DatasetEntry", "Ledger", "Reservation",
+           "check_ledger_file", "run_alive"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the first SQLite ledger; 2: the release log (the events' hash chain), analysts and their
+caps (:meth:`Ledger._migrate` upgrades a version-1 file when it is next written)."""
 COUNTED = ("reserved", "released", "failed", "closed")
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _BUSY_MS = 60_000
@@ -67,12 +70,22 @@ CREATE TABLE IF NOT EXISTS reservations (
     status TEXT NOT NULL, task TEXT NOT NULL DEFAULT '', output TEXT NOT NULL DEFAULT '',
     eps REAL NOT NULL, delta REAL NOT NULL, rho REAL, planned TEXT NOT NULL,
     records TEXT, seeded INTEGER NOT NULL DEFAULT 0, note TEXT NOT NULL DEFAULT '',
-    pid INTEGER, host TEXT, started TEXT);
+    pid INTEGER, host TEXT, started TEXT, analyst TEXT);
 CREATE INDEX IF NOT EXISTS reservations_dataset ON reservations(dataset);
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, dataset TEXT NOT NULL,
-    reservation TEXT, status TEXT NOT NULL DEFAULT '', note TEXT NOT NULL DEFAULT '', time TEXT);
+    reservation TEXT, status TEXT NOT NULL DEFAULT '', note TEXT NOT NULL DEFAULT '', time TEXT,
+    origin TEXT, analyst TEXT, payload TEXT, prev TEXT, hash TEXT);
+CREATE TABLE IF NOT EXISTS analyst_caps (
+    dataset TEXT NOT NULL, analyst TEXT NOT NULL, cap_eps REAL, cap_delta REAL, cap_rho REAL,
+    cap_set TEXT, PRIMARY KEY (dataset, analyst));
 """
+_V2_COLUMNS = (("reservations", "analyst TEXT"), ("events", "origin TEXT"),
+               ("events", "analyst TEXT"), ("events", "payload TEXT"), ("events", "prev TEXT"),
+               ("events", "hash TEXT"))
+"""The columns schema 2 adds to a version-1 ledger."""
+EVERY_ANALYST = "*"
+"""The analyst name under which a dataset's default per-analyst cap is stored."""
 
 
 def _now() -> str:
@@ -97,6 +110,8 @@ class Reservation:
     pid: int | None
     host: str | None
     started: str | None
+    analyst: str | None = None
+    """Who asked for it (the release service's analyst; ``None``: a run of the CLI or API)."""
 
     @property
     def counted(self) -> bool:
@@ -113,7 +128,7 @@ class Reservation:
                 "planned": list(self.planned),
                 "records": None if self.records is None else list(self.records),
                 "seeded": self.seeded, "note": self.note, "pid": self.pid, "host": self.host,
-                "started": self.started}
+                "started": self.started, "analyst": self.analyst}
 
 
 @dataclass(frozen=True)
@@ -132,7 +147,13 @@ def _reservation(row: sqlite3.Row) -> Reservation:
     return Reservation(row["id"], row["dataset"], row["status"], row["task"], row["output"],
                        row["eps"], row["delta"], tuple(json.loads(row["planned"])),
                        None if row["records"] is None else tuple(json.loads(row["records"])),
-                       bool(row["seeded"]), row["note"], row["pid"], row["host"], row["started"])
+                       bool(row["seeded"]), row["note"], row["pid"], row["host"], row["started"],
+                       _column(row, "analyst"))
+
+
+def _column(row: sqlite3.Row, name: str) -> Any:
+    """``row[name]``, ``None`` for a column a version-1 ledger lacks (read without upgrading)."""
+    return row[name] if name in row.keys() else None  # noqa: SIM118 (Row's `in` is on values)
 
 
 def _entry(row: sqlite3.Row) -> DatasetEntry:
@@ -215,6 +236,7 @@ class Ledger:
                             con.execute(statement)
                     con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                                 (str(SCHEMA_VERSION),))
+                    self._migrate(con)
             fresh = not self._check_schema(con)
         except BaseException:
             con.close()
@@ -223,6 +245,30 @@ class Ledger:
             con.close()
             return _empty()
         return con
+
+    @staticmethod
+    def _migrate(con: sqlite3.Connection) -> None:
+        """Within the schema transaction: upgrade a version-1 ledger (add the analyst and the
+        release log's columns, then chain its entries in their order: the log starts here)."""
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        if row is None or int(row[0]) >= SCHEMA_VERSION:
+            return
+        for table, column in _V2_COLUMNS:
+            have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+            if column.split()[0] not in have:
+                con.execute(f"ALTER TABLE {table} ADD COLUMN {column}")
+        prev = GENESIS
+        rows = con.execute("SELECT * FROM events ORDER BY seq").fetchall()
+        for event in rows:
+            entry = {**dict(event), "origin": event["dataset"]}
+            entry["hash"] = entry_hash(prev, entry)
+            con.execute("UPDATE events SET origin = ?, prev = ?, hash = ? WHERE seq = ?",
+                        (entry["origin"], prev, entry["hash"], event["seq"]))
+            prev = entry["hash"]
+        if rows:
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('release_log_head', ?)",
+                        (json.dumps([len(rows), prev]),))
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     def _check_schema(self, con: sqlite3.Connection) -> bool:
         """Whether the ledger's tables are there (``False``: a database without any table);
@@ -351,11 +397,35 @@ class Ledger:
     # -- writing -------------------------------------------------------------------------------
 
     @staticmethod
-    def _event(con: sqlite3.Connection, kind: str, dataset: str, reservation: str | None = None,
-               status: str = "", note: str = "", timed: bool = False) -> None:
-        con.execute("INSERT INTO events (kind, dataset, reservation, status, note, time) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (kind, dataset, reservation, status, note, _now() if timed else None))
+    def log_event(con: sqlite3.Connection, kind: str, dataset: str, reservation: str | None = None,
+               status: str = "", note: str = "", timed: bool = False, *,
+               analyst: str | None = None, payload: dict[str, Any] | None = None,
+               at: str | None = None) -> None:
+        """Append one entry to the release log (within ``con``'s transaction): chained to the
+        last entry's hash (:mod:`~dppca_dask.pipeline.release_log`). ``payload``: what the
+        entry pins of its row (amounts, digests of records); ``at``: a time given by the
+        caller (an imported entry's), else now when ``timed``."""
+        last = con.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        entry = {"seq": 1 if last is None else last["seq"] + 1, "kind": kind, "origin": dataset,
+                 "reservation": reservation, "status": status, "note": note,
+                 "time": at if at is not None else (_now() if timed else None),
+                 "analyst": analyst,
+                 "payload": None if payload is None else json.dumps(payload, sort_keys=True)}
+        prev = GENESIS if last is None else (last["hash"] or GENESIS)
+        entry["hash"] = entry_hash(prev, entry)
+        con.execute("INSERT INTO events (seq, kind, dataset, origin, reservation, status, note, "
+                    "time, analyst, payload, prev, hash) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (entry["seq"], kind, dataset, dataset, reservation, status, note,
+                     entry["time"], analyst, entry["payload"], prev, entry["hash"]))
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('release_log_head', ?)",
+                    (json.dumps([entry["seq"], entry["hash"]]),))
+
+    def verify(self, *, head: str | None = None) -> ChainReport:
+        """Check the release log and the tables against it
+        (:func:`~dppca_dask.pipeline.release_log.verify`; read only)."""
+        with self.connection(write=False) as con:
+            return verify(con, head=head)
 
     @staticmethod
     def ensure_dataset(con: sqlite3.Connection, identity: DatasetIdentity) -> sqlite3.Row:
@@ -377,19 +447,25 @@ class Ledger:
             con.execute("UPDATE datasets SET id = ?, id_source = 'attribute' WHERE id = ?",
                         (new_id, old))
             con.execute("UPDATE events SET dataset = ? WHERE dataset = ?", (new_id, old))
+            con.execute("UPDATE analyst_caps SET dataset = ? WHERE dataset = ?", (new_id, old))
         else:
             con.execute("INSERT INTO datasets (id, location, id_source, created) VALUES "
                         "(?, ?, 'attribute', ?)", (new_id, identity.key, _now()))
-        self._event(con, "adopt", new_id, note=f"adopted; the history of {old} carried over",
-                    timed=True)
+        self.log_event(con, "adopt", new_id, note=f"adopted; the history of {old} carried over",
+                    timed=True, payload={"from": old})
 
-    def set_cap(self, identity: DatasetIdentity, cap: Cap | None) -> DatasetEntry:
+    def set_cap(self, identity: DatasetIdentity, cap: Cap | None, *,
+                analyst: str | None = None) -> DatasetEntry:
         """Set (or remove) the custodian's cap: in the caps database when there is one (the
-        operating system refuses a caller who cannot write it), else in this ledger."""
+        operating system refuses a caller who cannot write it), else in this ledger.
+
+        ``analyst``: the cap of that analyst's releases on the dataset (the release service's
+        per-analyst cap; :data:`EVERY_ANALYST` for each analyst without one of their own),
+        checked besides the dataset's cap."""
         if self.caps is not None:
             try:
                 # journal "delete": read-only readers (the analysts) need no -shm file
-                Ledger(self.caps, journal_mode="delete").set_cap(identity, cap)
+                Ledger(self.caps, journal_mode="delete").set_cap(identity, cap, analyst=analyst)
             except (PermissionError, sqlite3.OperationalError) as exc:
                 raise BudgetError(f"Refused: the caps database {str(self.caps)!r} is the "
                                   f"custodian's and cannot be written by this user ({exc}). "
@@ -399,48 +475,114 @@ class Ledger:
             entry = self.dataset(identity.dataset_id)
             assert entry is not None
             return entry
-        return self._set_cap_here(identity, cap)
+        return self._set_cap_here(identity, cap, analyst)
 
-    def _set_cap_here(self, identity: DatasetIdentity, cap: Cap | None) -> DatasetEntry:
+    def _set_cap_here(self, identity: DatasetIdentity, cap: Cap | None,
+                      analyst: str | None = None) -> DatasetEntry:
         """The custodian's cap for the dataset (``None`` removes it); creates its account."""
         with self.connection() as con:
             self.ensure_dataset(con, identity)
             values = (None, None, None) if cap is None else (cap.eps, cap.delta, cap.rho)
-            con.execute("UPDATE datasets SET cap_eps = ?, cap_delta = ?, cap_rho = ?, "
-                        "cap_set = ? WHERE id = ?", (*values, _now(), identity.dataset_id))
-            self._event(con, "cap", identity.dataset_id,
-                        note="removed" if cap is None else cap.describe(), timed=True)
+            if analyst is None:
+                con.execute("UPDATE datasets SET cap_eps = ?, cap_delta = ?, cap_rho = ?, "
+                            "cap_set = ? WHERE id = ?", (*values, _now(), identity.dataset_id))
+            elif cap is None:
+                con.execute("DELETE FROM analyst_caps WHERE dataset = ? AND analyst = ?",
+                            (identity.dataset_id, analyst))
+            else:
+                con.execute("INSERT OR REPLACE INTO analyst_caps VALUES (?, ?, ?, ?, ?, ?)",
+                            (identity.dataset_id, analyst, *values, _now()))
+            self.log_event(con, "cap", identity.dataset_id,
+                        note="removed" if cap is None else cap.describe(), timed=True,
+                        analyst=analyst,
+                        payload=dict(zip(("eps", "delta", "rho"), values, strict=True)))
             row = con.execute("SELECT * FROM datasets WHERE id = ?",
                               (identity.dataset_id,)).fetchone()
         return _entry(row)
 
+    def analyst_cap(self, dataset_id: str, analyst: str) -> Cap | None:
+        """The cap of ``analyst``'s releases on the dataset: their own, else the dataset's
+        default per-analyst cap (:data:`EVERY_ANALYST`), else ``None``."""
+        if self.caps is not None:
+            if not self.caps.exists():
+                return None
+            caps = self._caps_ledger()
+            assert caps is not None
+            return caps.analyst_cap(dataset_id, analyst)
+        with self.connection(write=False) as con:
+            return _analyst_cap(con, dataset_id, analyst)
+
+    def analyst_caps(self, dataset_id: str) -> dict[str, Cap]:
+        """Every per-analyst cap of the dataset (:data:`EVERY_ANALYST`: the default)."""
+        if self.caps is not None:
+            caps = self._caps_ledger() if self.caps.exists() else None
+            return {} if caps is None else caps.analyst_caps(dataset_id)
+        with self.connection(write=False) as con:
+            if not _has_table(con, "analyst_caps"):
+                return {}
+            rows = con.execute("SELECT * FROM analyst_caps WHERE dataset = ? ORDER BY analyst",
+                               (dataset_id,)).fetchall()
+        return {r["analyst"]: Cap(r["cap_eps"], r["cap_delta"], r["cap_rho"]) for r in rows}
+
+    def spent_by(self, dataset_id: str, analyst: str,
+                 delta: float | None = None) -> Spend | None:
+        """``analyst``'s cumulative spend on the dataset (``None``: nothing)."""
+        counted = [r for r in self.reservations(dataset_id) if r.counted and r.analyst == analyst]
+        if not counted:
+            return None
+        records = [rec for r in counted for rec in r.spend_records]
+        basic = Basic(math.fsum(r.eps for r in counted), math.fsum(r.delta for r in counted))
+        if delta is None:
+            cap = self.analyst_cap(dataset_id, analyst)
+            delta = cap.delta if cap is not None else None
+        return cumulative(records, basic, delta, self.accountant)
+
     def reserve(self, identity: DatasetIdentity, planned: Sequence[dict[str, Any]],
                 spend: Any, *, run_cap: Cap | None = None, require_cap: bool = False,
-                task: str = "", output: str = "", seeded: bool = False) -> str:
+                task: str = "", output: str = "", seeded: bool = False,
+                analyst: str | None = None) -> str:
         """Check the cap and record a reservation in one transaction; return its id.
 
         ``planned``: the release's planned spend records (dicts); ``spend``: their basic total.
         The cap is the custodian's, lowered by ``run_cap`` (a looser run cap is ignored with a
-        :class:`PrivacyWarning`). Raises :class:`BudgetError` past the cap.
+        :class:`PrivacyWarning`); with ``analyst`` (the release service), that analyst's cap on
+        the dataset applies too (:meth:`analyst_cap`). Raises :class:`BudgetError` past a cap,
+        after appending a ``refuse`` entry to the release log.
         """
         planned = [dict(r) for r in planned]
+        refused: BudgetError | None = None
         with self.connection() as con:
             entry = self._capped(_entry(self.ensure_dataset(con, identity)))
-            self._check_cap(con, identity, entry, planned, spend, run_cap, require_cap)
-            rid = uuid.uuid4().hex
-            rho = math.fsum(float(r.get("rho") or 0.0) for r in planned)
-            con.execute("INSERT INTO reservations (id, dataset, status, task, output, eps, "
-                        "delta, rho, planned, seeded, pid, host, started) VALUES "
-                        "(?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (rid, identity.dataset_id, task, output, spend.eps, spend.delta, rho,
-                         json.dumps(planned, sort_keys=True), int(seeded), os.getpid(),
-                         socket.gethostname(), _now()))
-            self._event(con, "reserve", identity.dataset_id, rid, "reserved",
-                        SEEDED_EVENT if seeded else "", timed=True)
+            try:
+                self._check_cap(con, identity, entry, planned, spend, run_cap, require_cap,
+                                analyst)
+            except BudgetError as exc:
+                refused = exc
+                self.log_event(con, "refuse", identity.dataset_id, None, "refused",
+                            getattr(exc, "refusal", "past a cap"), timed=True,
+                            analyst=analyst, payload={"eps": spend.eps, "delta": spend.delta,
+                                                      "task": task})
+            if refused is None:
+                rid = uuid.uuid4().hex
+                rho = math.fsum(float(r.get("rho") or 0.0) for r in planned)
+                text = json.dumps(planned, sort_keys=True)
+                con.execute("INSERT INTO reservations (id, dataset, status, task, output, eps, "
+                            "delta, rho, planned, seeded, pid, host, started, analyst) VALUES "
+                            "(?, ?, 'reserved', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            (rid, identity.dataset_id, task, output, spend.eps, spend.delta,
+                             rho, text, int(seeded), os.getpid(), socket.gethostname(),
+                             _now(), analyst))
+                self.log_event(con, "reserve", identity.dataset_id, rid, "reserved",
+                            SEEDED_EVENT if seeded else "", timed=True, analyst=analyst,
+                            payload={"eps": spend.eps, "delta": spend.delta, "task": task,
+                                     "seeded": bool(seeded), "planned": digest(text)})
+        if refused is not None:
+            raise refused
         return rid
 
     def check(self, identity: DatasetIdentity, planned: Sequence[dict[str, Any]], spend: Any,
-              *, run_cap: Cap | None = None, require_cap: bool = False) -> None:
+              *, run_cap: Cap | None = None, require_cap: bool = False,
+              analyst: str | None = None) -> None:
         """The cap check of :meth:`reserve`, read-only (``plan``): raises the same
         :class:`BudgetError` past the cap, records nothing, creates no file or account."""
         planned = [dict(r) for r in planned]
@@ -449,20 +591,22 @@ class Ledger:
                               (identity.dataset_id,)).fetchone()
             entry = self._capped(_entry(row) if row is not None else DatasetEntry(
                 identity.dataset_id, identity.key, identity.id_source, "", None, None))
-            self._check_cap(con, identity, entry, planned, spend, run_cap, require_cap)
+            self._check_cap(con, identity, entry, planned, spend, run_cap, require_cap, analyst)
 
     def _check_cap(self, con: sqlite3.Connection, identity: DatasetIdentity,
                    entry: DatasetEntry, planned: list[dict[str, Any]], spend: Any,
-                   run_cap: Cap | None, require_cap: bool) -> None:
+                   run_cap: Cap | None, require_cap: bool, analyst: str | None = None) -> None:
         """Raise :class:`BudgetError` when the counted reservations plus ``planned`` pass the
-        cap (the custodian's, lowered by ``run_cap``) or the deployment requires a cap that is
-        not set; the one check of :meth:`reserve` and :meth:`check`."""
+        cap (the custodian's, lowered by ``run_cap``), or ``analyst``'s counted reservations plus
+        ``planned`` pass that analyst's cap, or the deployment requires a cap that is not set;
+        the one check of :meth:`reserve` and :meth:`check`. The error's ``refusal`` says which
+        (the release log's note)."""
         custodian = entry.cap
         if custodian is None and require_cap:
-            raise BudgetError(f"Refused: dataset {identity.dataset_id!r} ({identity.key}) has "
-                              "no cap, and this deployment requires one "
-                              "(dppca.ledger.require_cap); the custodian sets it with "
-                              "`dppca-dask budget cap`. No data was read.")
+            raise _refusal(f"Refused: dataset {identity.dataset_id!r} ({identity.key}) has "
+                           "no cap, and this deployment requires one "
+                           "(dppca.ledger.require_cap); the custodian sets it with "
+                           "`dppca-dask budget cap`. No data was read.", "no cap")
         cap, ignored = (custodian.lowered_by(run_cap) if custodian is not None
                         else (run_cap, []))
         if ignored:
@@ -473,22 +617,38 @@ class Ledger:
         rows = con.execute("SELECT * FROM reservations WHERE dataset = ?",
                            (identity.dataset_id,)).fetchall()
         counted = [r for r in map(_reservation, rows) if r.counted]
-        if cap is None:
-            return
-        before = Basic(math.fsum(r.eps for r in counted), math.fsum(r.delta for r in counted))
-        after = before + spend
-        records = [rec for r in counted for rec in r.spend_records] + planned
-        ok, total = fits(records, after, cap, self.accountant)
-        if not ok:
-            old = ("nothing" if not counted else cumulative(
-                [rec for r in counted for rec in r.spend_records], before,
-                cap.delta, self.accountant).describe())
+        if cap is not None:
             whose = "the custodian's" if cap == custodian else "the lowered"
-            raise BudgetError(
+            self._fit(counted, planned, spend, cap, lambda old, total: _refusal(
                 f"Refused: dataset {identity.dataset_id!r} ({identity.key}) has already "
                 f"spent {old}; this release (eps = {spend.eps:g}, delta = "
-                f"{spend.delta:g}) would bring it to {total.describe()}, past {whose} "
-                f"cap {cap.describe()} (ledger {str(self.path)!r}). No data was read.")
+                f"{spend.delta:g}) would bring it to {total}, past {whose} "
+                f"cap {cap.describe()} (ledger {str(self.path)!r}). No data was read.",
+                "past the dataset's cap"))
+        if analyst is None:
+            return
+        own = (self.analyst_cap(identity.dataset_id, analyst) if self.caps is not None
+               else _analyst_cap(con, identity.dataset_id, analyst))
+        if own is None:
+            return
+        mine = [r for r in counted if r.analyst == analyst]
+        self._fit(mine, planned, spend, own, lambda old, total: _refusal(
+            f"Refused: analyst {analyst!r} has already spent {old} on dataset "
+            f"{identity.dataset_id!r}; this release (eps = {spend.eps:g}, delta = "
+            f"{spend.delta:g}) would bring it to {total}, past the analyst's cap "
+            f"{own.describe()}. No data was read.", "past the analyst's cap"))
+
+    def _fit(self, counted: list[Reservation], planned: list[dict[str, Any]], spend: Any,
+             cap: Cap, refuse: Any) -> None:
+        """Raise ``refuse(spent before, total after)`` when ``counted`` plus ``planned`` pass
+        ``cap`` (composed by this ledger's accountant)."""
+        before = Basic(math.fsum(r.eps for r in counted), math.fsum(r.delta for r in counted))
+        records = [rec for r in counted for rec in r.spend_records]
+        ok, total = fits(records + planned, before + spend, cap, self.accountant)
+        if not ok:
+            old = ("nothing" if not counted
+                   else cumulative(records, before, cap.delta, self.accountant).describe())
+            raise refuse(old, total.describe())
 
     def _close(self, rid: str, status: str, *, records: Sequence[dict[str, Any]] | None = None,
                seeded: bool | None = None, note: str = "", only_if: Sequence[str] = (),
@@ -509,7 +669,14 @@ class Ledger:
                 note = f"{SEEDED_EVENT}; {note}" if note else SEEDED_EVENT
             kind = {"released": "release", "failed": "release", "cancelled": "cancel",
                     "freed": "free", "closed": "close"}[status]
-            self._event(con, kind, row["dataset"], rid, status, note, timed=timed)
+            payload = None
+            if status in ("released", "failed"):
+                stored = con.execute("SELECT records FROM reservations WHERE id = ?",
+                                     (rid,)).fetchone()[0]
+                payload = {"records": digest(stored)}
+            self.log_event(con, kind, row["dataset"], rid, status, note, timed=timed,
+                        analyst=row["analyst"],
+                        payload=payload)
             row = con.execute("SELECT * FROM reservations WHERE id = ?", (rid,)).fetchone()
         return _reservation(row)
 
@@ -526,10 +693,10 @@ class Ledger:
         self._close(rid, "failed", records=list(records) or None, seeded=seeded,
                     note=f"failed after noise was drawn: {error}")
 
-    def cancel(self, rid: str) -> None:
-        """Refund a reservation whose run failed before any noise was drawn."""
-        self._close(rid, "cancelled", note="failed before any noise was drawn",
-                    only_if=("reserved",))
+    def cancel(self, rid: str, *, note: str = "failed before any noise was drawn") -> None:
+        """Refund a reservation whose run failed (or was cancelled) before any noise was
+        drawn."""
+        self._close(rid, "cancelled", note=note, only_if=("reserved",))
 
     def free(self, rid: str, *, spent: bool = False, force: bool = False) -> Reservation:
         """The custodian closes a stale ``reserved`` reservation: refunded (``freed``) or, with
@@ -549,6 +716,30 @@ class Ledger:
         note = ("closed as spent by the custodian" if spent
                 else "released by the custodian: run not finished")
         return self._close(rid, status, note=note, only_if=("reserved",), timed=True)
+
+
+def _refusal(message: str, kind: str) -> BudgetError:
+    """A cap's refusal; ``kind`` is its note in the release log."""
+    error = BudgetError(message)
+    error.refusal = kind  # type: ignore[attr-defined]
+    return error
+
+
+def _has_table(con: sqlite3.Connection, name: str) -> bool:
+    return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                       (name,)).fetchone() is not None
+
+
+def _analyst_cap(con: sqlite3.Connection, dataset_id: str, analyst: str) -> Cap | None:
+    """``analyst``'s cap on the dataset in this database: their own, else the default."""
+    if not _has_table(con, "analyst_caps"):
+        return None
+    for name in (analyst, EVERY_ANALYST):
+        row = con.execute("SELECT * FROM analyst_caps WHERE dataset = ? AND analyst = ?",
+                          (dataset_id, name)).fetchone()
+        if row is not None:
+            return Cap(row["cap_eps"], row["cap_delta"], row["cap_rho"])
+    return None
 
 
 def _empty() -> sqlite3.Connection:

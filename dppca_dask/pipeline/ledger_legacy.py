@@ -23,6 +23,7 @@ from typing import Any
 from dppca_dask.errors import DPPCAError, InputError
 from dppca_dask.io.identity import DatasetIdentity, resolve_dataset
 from dppca_dask.pipeline.ledger import Ledger
+from dppca_dask.pipeline.release_log import digest
 
 __all__ = ["import_jsonl", "is_jsonl_ledger", "read_jsonl"]
 
@@ -104,20 +105,22 @@ def import_jsonl(ledger: Ledger, path: str | os.PathLike[str]) -> list[tuple[str
                         "eps": eps, "delta": delta, "rho": None, "status": "spent",
                         "note": f"imported from {source}"}]
             seeded = bool((end or reserve).get("seeded", False))
+            planned_text = json.dumps(planned)
+            records_text = None if records is None else json.dumps(records, sort_keys=True)
             con.execute("INSERT INTO reservations (id, dataset, status, task, output, eps, delta, "
                         "planned, records, seeded, note, started) VALUES "
                         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (rid, identity.dataset_id, status, str(reserve.get("task", "")),
-                         str(reserve.get("output", "")), eps, delta, json.dumps(planned),
-                         None if records is None else json.dumps(records, sort_keys=True),
-                         int(seeded), note, reserve.get("time")))
-            con.execute("INSERT INTO events (kind, dataset, reservation, status, note, time) "
-                        "VALUES ('reserve', ?, ?, 'reserved', ?, ?)",
-                        (identity.dataset_id, rid, f"imported from {source}", reserve.get("time")))
+                         str(reserve.get("output", "")), eps, delta, planned_text,
+                         records_text, int(seeded), note, reserve.get("time")))
+            ledger.log_event(con, "reserve", identity.dataset_id, rid, "reserved",
+                          f"imported from {source}", at=reserve.get("time"),
+                          payload={"eps": eps, "delta": delta, "task": str(reserve.get("task", "")),
+                                   "seeded": seeded, "planned": digest(planned_text)})
             if status != "reserved":
                 kind = "cancel" if status == "cancelled" else "release"
-                con.execute("INSERT INTO events (kind, dataset, reservation, status, note) "
-                            "VALUES (?, ?, ?, ?, ?)", (kind, identity.dataset_id, rid, status,
-                                                       "imported"))
+                ledger.log_event(con, kind, identity.dataset_id, rid, status, "imported",
+                              payload=None if kind == "cancel" else {"records": digest(
+                                  records_text)})
             copied.append((rid, str(reserve["dataset"]), identity.dataset_id))
     return copied

@@ -31,6 +31,7 @@ What each task does is looked up in :data:`dppca_dask.pipeline.tasks.TASKS`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -75,7 +76,7 @@ from dppca_dask.privacy.plan import Plan
 from dppca_dask.privacy.rng import RngState, as_rng
 from dppca_dask.results.base import Result, guarantee_of, write_atomically
 
-__all__ = ["DrawTracker", "RunOutcome", "RunPlan", "execute", "plan_run",
+__all__ = ["DrawTracker", "Reserved", "RunOutcome", "RunPlan", "execute", "plan_run",
            "post_processing_generator", "summary_text", "write_release"]
 
 
@@ -381,29 +382,67 @@ def _check_ledger_cap(plan: RunPlan) -> None:
                  run_cap=_run_cap(plan.config), require_cap=deployment.require_cap)
 
 
+@dataclass(frozen=True)
+class Reserved:
+    """A reservation made before :func:`execute` runs (the release service reserves a job's
+    planned records when the job is submitted): the run uses it instead of reserving, and ends
+    it as any run ends its own -- confirmed, refunded before the first draw, kept after it."""
+
+    ledger: Any
+    """The :class:`~dppca_dask.pipeline.ledger.Ledger` that holds it."""
+    id: str
+
+
+def _planned_dicts(records: Any) -> list[dict[str, Any]]:
+    """Records as the ledger stores them (JSON, sorted keys), for comparing."""
+    loaded: list[dict[str, Any]] = json.loads(json.dumps([dict(r) for r in records],
+                                                         sort_keys=True))
+    return loaded
+
+
+def _check_reserved(reserved: Reserved, plan: RunPlan) -> None:
+    """Refuse a reservation that is no longer open or no longer matches the run's plan."""
+    held = reserved.ledger.reservation(reserved.id)
+    if held is None or held.status != "reserved":
+        state = "missing" if held is None else held.status
+        raise BudgetError(f"Refused: the reservation {reserved.id} of this run is {state}, not "
+                          "reserved (released by the custodian?). No data was read.")
+    if _planned_dicts(held.planned) != _planned_dicts(r.as_dict() for r in plan.release.records):
+        raise BudgetError(f"Refused: the reservation {reserved.id} holds other planned records "
+                          "than this run's plan (the dataset's public shape changed?). No data "
+                          "was read.")
+
+
 @contextmanager
 def _ledger_reservation(
-    config: RunConfig, plan: RunPlan, spec: TaskSpec, seeded: bool, tracker: Any
+    config: RunConfig, plan: RunPlan, spec: TaskSpec, seeded: bool, tracker: Any,
+    reserved: Reserved | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Reserve the release's planned records in the persistent ledger before data is read (cap
-    check); if the run fails (an exception, Ctrl-C, SIGTERM), refund it when ``tracker`` saw no
-    draw, else keep it spent (``failed``); confirm it (with the records the body puts in the
-    yielded dict under ``"records"``) when the body ends."""
+    check), or take over ``reserved``; if the run fails (an exception, Ctrl-C, SIGTERM), refund
+    it when ``tracker`` saw no draw, else keep it spent (``failed``); confirm it (with the
+    records the body puts in the yielded dict under ``"records"``) when the body ends."""
     settings = config.budget_ledger
     holder: dict[str, Any] = {}
-    if not settings.enabled:
+    if not settings.enabled and reserved is None:
         yield holder
         return
-    deployment, ledger, identity = _deployment_ledger(plan)
-    run_cap = _run_cap(config)
-    output = str(Path(config.output.directory).resolve())
     release_id = None
+    if reserved is not None:
+        ledger = reserved.ledger
+    else:
+        deployment, ledger, identity = _deployment_ledger(plan)
     try:
         with critical():
-            release_id = ledger.reserve(
-                identity, [r.as_dict() for r in plan.release.records], plan.spend,
-                run_cap=run_cap, require_cap=deployment.require_cap, task=config.task,
-                output=output, seeded=seeded)
+            if reserved is not None:
+                release_id = reserved.id
+                _check_reserved(reserved, plan)  # a mismatch is refunded below (no draw yet)
+            else:
+                release_id = ledger.reserve(
+                    identity, [r.as_dict() for r in plan.release.records], plan.spend,
+                    run_cap=_run_cap(config), require_cap=deployment.require_cap,
+                    task=config.task, output=str(Path(config.output.directory).resolve()),
+                    seeded=seeded)
         yield holder
     except BaseException as exc:
         if release_id is not None:
@@ -423,8 +462,14 @@ def execute(
     config: RunConfig, *, progress: bool = True, overwrite: bool | None = None,
     on_warning: Callable[[str], None] | None = None,
     on_pass: Callable[[PassRecord], None] | None = None,
+    reservation: Reserved | None = None,
+    on_first_draw: Callable[[], None] | None = None,
 ) -> RunOutcome:
     """Run ``config`` end to end and write its outputs; see the module docstring for the order.
+
+    ``reservation``: a reservation made for this run beforehand (:class:`Reserved`; the release
+    service's), used instead of reserving; ``on_first_draw`` is called once just before the
+    first noise draw (:func:`~dppca_dask.privacy.draws.DrawTracker`).
 
     ``progress``: the cluster's progress bar (a terminal's); ``on_pass`` receives each data
     pass's :class:`~dppca_dask.graph.passlog.PassRecord` when it ends (the CLI's one line per
@@ -450,11 +495,11 @@ def execute(
     # post-processing (synthetic samples in figures) draws from its own generator, split off
     # before any noise is drawn: its state never depends on how many draws the noise took
     post = RngState(post_processing_generator(state.generator), state.seeded)
-    tracker = DrawTracker(state.generator)
+    tracker = DrawTracker(state.generator, on_first_draw)
     state = RngState(tracker, state.seeded)
     spec = TASKS[config.task]
     timings: dict[str, float] = {}
-    with _ledger_reservation(config, plan, spec, state.seeded, tracker) as entry:
+    with _ledger_reservation(config, plan, spec, state.seeded, tracker, reservation) as entry:
         start = time.perf_counter()
         timings["plan"] = start - started
         memory = plan.memory

@@ -9,6 +9,7 @@ before the first draw refunds the reservation; a failure after it keeps the spen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["DrawTracker"]
@@ -17,11 +18,12 @@ __all__ = ["DrawTracker"]
 class _TrackerBase:
     """Shared part of the :class:`DrawTracker` classes (one per wrapped generator type)."""
 
-    __slots__ = ("_dppca_drawn", "_dppca_target")
+    __slots__ = ("_dppca_drawn", "_dppca_on_first", "_dppca_target")
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: Any, on_first: Callable[[], None] | None = None) -> None:
         object.__setattr__(self, "_dppca_target", target)
         object.__setattr__(self, "_dppca_drawn", False)
+        object.__setattr__(self, "_dppca_on_first", on_first)
 
     @property
     def drawn(self) -> bool:
@@ -29,7 +31,11 @@ class _TrackerBase:
         return bool(object.__getattribute__(self, "_dppca_drawn"))
 
     def _dppca_mark(self) -> Any:
-        object.__setattr__(self, "_dppca_drawn", True)
+        if not object.__getattribute__(self, "_dppca_drawn"):
+            first = object.__getattribute__(self, "_dppca_on_first")
+            if first is not None:  # before the draw: a crash in between counts as drawn
+                first()
+            object.__setattr__(self, "_dppca_drawn", True)
         return object.__getattribute__(self, "_dppca_target")
 
     def __getattr__(self, name: str) -> Any:  # anything not mirrored on the class counts too
@@ -58,8 +64,12 @@ def _mirror(name: str, target: Any) -> Any:
 _TRACKERS: dict[type, type] = {}
 
 
-def DrawTracker(generator: Any) -> Any:  # a class factory, named like the classes it makes
+# a class factory, named like the classes it makes
+def DrawTracker(generator: Any, on_first: Callable[[], None] | None = None) -> Any:
     """A transparent proxy of ``generator`` whose ``drawn`` notes the first draw of any kind.
+
+    ``on_first`` is called once, just *before* the first draw is made (the release service
+    notes it durably: a worker killed after it counts as having drawn noise).
 
     Every public method or attribute of the generator's type is mirrored on the proxy's class
     (so it satisfies :class:`dppca_dask.privacy.rng.Rng` and :func:`~dppca_dask.privacy.rng.as_rng`'s checks,
@@ -83,4 +93,4 @@ def DrawTracker(generator: Any) -> Any:  # a class factory, named like the class
         cls = type(f"Tracked{kind.__name__}", (_TrackerBase,),
                    {"__slots__": (), **{n: _mirror(n, generator) for n in names}})
         _TRACKERS[kind] = cls
-    return cls(generator)
+    return cls(generator, on_first)
