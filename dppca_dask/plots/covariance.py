@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from dppca_dask._validation import bad_param
-from dppca_dask.plots._style import SavedFigure, caption_line, figure, footer
+from dppca_dask.plots._style import TITLE_Y, SavedFigure, caption_line, figure, finish, footer
 from dppca_dask.results.plotters import register_plot
 
 __all__ = ["COVARIANCE_PANELS", "CovariancePlot", "plot_covariance"]
@@ -114,7 +114,7 @@ def plot_covariance(fit: Any, *, panels: str | Sequence[str] = COVARIANCE_PANELS
                               interpolation="nearest")
             label = "log10 λ (unmeasured: grey)"
         _ticks(ax, names)
-        ax.set_title(_TITLES[panel], fontsize=13, fontweight="bold")
+        ax.set_title(_TITLES[panel], fontsize=13, fontweight="bold", y=TITLE_Y)
         bar = fig.colorbar(image, ax=ax, shrink=0.8)
         bar.set_label(label, fontsize=9)
         bar.ax.tick_params(labelsize=8)
@@ -124,6 +124,7 @@ def plot_covariance(fit: Any, *, panels: str | Sequence[str] = COVARIANCE_PANELS
         "eps": meta["ledger_total"].get("eps"), "delta": meta["ledger_total"].get("delta"),
         "rho": meta["ledger_total"].get("rho")}})
     footer(fig, f"{caption} · method {meta['method']} · p = {p} variables")
+    finish(fig)
     return CovariancePlot(fit, fig, axes)
 
 

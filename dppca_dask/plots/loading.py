@@ -26,7 +26,14 @@ import numpy as np
 import pandas as pd
 
 from dppca_dask._validation import bad_param, parse_axes
-from dppca_dask.plots._style import SavedFigure, caption_line, footer, keep_inside
+from dppca_dask.plots._style import (
+    TITLE_Y,
+    SavedFigure,
+    caption_line,
+    finish,
+    footer,
+    lay_out,
+)
 from dppca_dask.results.plotters import register_plot
 
 __all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "plot_loading", "repel_labels"]
@@ -124,82 +131,50 @@ def _style_unit(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
     ax.tick_params(labelsize=9.6, colors="#4D4D4D", length=2.75, width=0.5)
     ax.set_xlabel(xlabel, fontsize=12)
     ax.set_ylabel(ylabel, fontsize=12)
-    ax.set_title(title, fontsize=14, fontweight="bold")
+    ax.set_title(title, fontsize=14, fontweight="bold", y=TITLE_Y)
 
 
-def _label(ax: Any, x: float, y: float, text: str, color: str) -> Any:
-    """A variable label just beyond the tip of (x, y), on the side it points to."""
+def _label(ax: Any, x: float, y: float, text: str, color: str, count: int = 1) -> Any:
+    """A variable label just beyond the tip of (x, y), on the side it points to (placed for good
+    by :func:`repel_labels` once the figure is laid out)."""
     r = float(np.hypot(x, y))
     ux, uy = (x / r, y / r) if r > 1e-12 else (1.0, 0.0)
     label = ax.text(x + 0.06 * ux, y + 0.06 * uy, text, fontsize=8, color=color,
                     ha="left" if ux >= 0 else "right", va="bottom" if uy >= 0 else "top",
                     clip_on=False)
-    label.set_in_layout(False)  # labels never drive the layout (they stay inside the ±1.3 box)
-    label._dppca_tip = (x, y)  # for a leader line if the label has to move
+    label.set_in_layout(False)  # labels never drive the layout (they stay inside the panel)
+    label._dppca_tip = (x, y)  # for the placement and a leader line if the label has to move
+    label._dppca_count = count  # how many variables the label names
     return label
 
 
-def repel_labels(fig: Any, groups: Sequence[Sequence[Any]]) -> None:
-    """Move overlapping labels of each group apart, once the figure's layout is done.
+def repel_labels(fig: Any, groups: Sequence[Sequence[Any]], renderer: Any = None) -> list[int]:
+    """Place the tip labels of each group (one panel's labels, longest tip first) without
+    overlaps, inside their panel, once the figure's layout is done (laid out here unless
+    ``renderer`` comes from :func:`~dppca_dask.plots._style.lay_out`).
 
-    Greedy and deterministic: labels are placed in order; one that overlaps a label already
-    placed moves up or down by whole label heights (+1, −1, +2, −2, … up to 4) to the first free
-    position, in display space (it stays where it was if none is free).
+    Greedy and deterministic (:func:`~dppca_dask.plots._labels.place_labels`): each label takes
+    the first free spot around its tip, nearest first; a label with no free spot is hidden.
+    Returns, per group, how many variables the hidden labels named.
     """
-    groups = [g for g in groups if len(g) > 1]
-    if not groups:
-        return
-    fig.draw_without_rendering()
-    renderer = fig._get_renderer()
-    for texts in groups:
-        _place(texts, renderer)
+    from dppca_dask.plots._labels import place_labels
 
-
-def _box(text: Any, renderer: Any) -> Any:
-    """The label's extent with 2 px to spare (and its background box, if any)."""
-    box = text.get_window_extent(renderer)
-    patch = text.get_bbox_patch()
-    if patch is not None:
-        box = patch.get_window_extent(renderer)
-    return box.padded(2.0)
-
-
-def _leader(text: Any) -> None:
-    """A thin grey line from a moved label back to the tip it names (when the tip is known)."""
-    tip = getattr(text, "_dppca_tip", None)
-    if tip is None or text.axes is None:
-        return
-    x, y = text.get_position()
-    (line,) = text.axes.plot([tip[0], x], [tip[1], y], color="#9A9A9A", linewidth=0.5,
-                             zorder=1)
-    line.set_in_layout(False)
-
-
-def _place(texts: Sequence[Any], renderer: Any) -> None:
-    placed: list[Any] = []
-    for t in texts:
-        box = _box(t, renderer)
-        if any(box.overlaps(b) for b in placed):
-            trans = t.get_transform()
-            x, y = trans.transform(t.get_position())
-            step = box.height
-            for k in (1, -1, 2, -2, 3, -3, 4, -4):
-                moved = box.translated(0.0, k * step)
-                if not any(moved.overlaps(b) for b in placed):
-                    t.set_position(trans.inverted().transform((x, y + k * step)))
-                    box = moved
-                    _leader(t)
-                    break
-        placed.append(box)
+    if not any(groups):
+        return [0 for _ in groups]
+    if renderer is None:
+        renderer = lay_out(fig)
+    return [place_labels(renderer, list(texts)) for texts in groups]
 
 
 MAX_TIP_LABELS = 16
-"""Vector and point panels label at most this many tips (the longest; nearby tips share one)."""
+"""Vector and point panels label at most this many tips (the longest; nearby tips share one; a
+label with no free spot is left out)."""
 LABEL_WIDTH = 20
 """Variable labels of the vector and point panels are wrapped at this many characters."""
 
 
-def _short(name: str) -> str:
+def short_name(name: str) -> str:
+    """A variable name wrapped at :data:`LABEL_WIDTH` characters, at most two lines (then …)."""
     import textwrap
 
     lines = [line.replace("_ ", "_") for line in textwrap.wrap(
@@ -226,10 +201,11 @@ def _label_all(ax: Any, df: pd.DataFrame, tol: float = 0.09) -> None:
     for x, y, names in groups:
         pair = len(names) > 1 and len(names[0]) + len(names[1]) + 2 <= LABEL_WIDTH
         shown = 2 if pair else 1
-        head = ", ".join(names[:2]) if pair else _short(names[0])
+        head = ", ".join(names[:2]) if pair else short_name(names[0])
         text = head + (f" +{len(names) - shown}" if len(names) > shown else "")
-        texts.append(_label(ax, x, y, text, "black"))
-    ax._dppca_labels = texts  # repelled once the whole figure is laid out
+        texts.append(_label(ax, x, y, text, "black", len(names)))
+    ax._dppca_labels = texts  # placed once the whole figure is laid out
+    ax._dppca_tips = xy  # labels keep off every tip where they can
     ax._dppca_unlabelled = len(df) - sum(len(g[2]) for g in groups)
 
 
@@ -254,10 +230,10 @@ def draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: boo
             ax.add_patch(FancyArrowPatch(
                 (0.0, 0.0), (row["x_nonprivate"], row["y_nonprivate"]), arrowstyle="-|>",
                 mutation_scale=9, color=_REFERENCE, linestyle="--", linewidth=0.9,
-                label="nonprivate"))
+                label="nonprivate", shrinkA=0.0, shrinkB=0.0))
         ax.add_patch(FancyArrowPatch((0.0, 0.0), (row["x"], row["y"]), arrowstyle="-|>",
                                      mutation_scale=10, color=_PRIVATE, linewidth=1.2,
-                                     label="private"))
+                                     label="private", shrinkA=0.0, shrinkB=0.0))
     _label_all(ax, df)
     _style_unit(ax, "Loading vectors", *labels)
     if stored:
@@ -317,7 +293,7 @@ def _draw_heatmap(ax: Any, df: pd.DataFrame, title: str, *, show_values: bool,
     for spine in ax.spines.values():
         spine.set_color("black")
         spine.set_linewidth(0.5)
-    ax.set_title(title, fontsize=14, fontweight="bold")
+    ax.set_title(title, fontsize=14, fontweight="bold", y=TITLE_Y)
     return image
 
 
@@ -443,14 +419,20 @@ def plot_loading(
         out_axes["colorbar"] = cax
     meta = getattr(fit, "metadata", None)
     caption = caption_line(meta, k=len(comps)) if meta else f"{len(comps)} released components"
-    hidden = max((getattr(out_axes[t], "_dppca_unlabelled", 0) for t in scatter), default=0)
-    if hidden:
-        caption += f" · tip labels: the {MAX_TIP_LABELS} longest ({hidden} unlabelled)"
-    footer(fig, caption, _NOTE if stored else None)
-    repel_labels(fig, [out_axes[t]._dppca_labels for t in scatter])
-    fig.draw_without_rendering()
-    keep_inside(fig, [t for k in scatter for t in out_axes[k]._dppca_labels])
+    hidden = [getattr(out_axes[t], "_dppca_unlabelled", 0) for t in scatter]
+    note = _NOTE if stored else None
+    footer(fig, caption + _unlabelled(max(hidden, default=0)), note)
+    renderer = lay_out(fig)
+    dropped = repel_labels(fig, [out_axes[t]._dppca_labels for t in scatter], renderer)
+    if any(dropped):  # the same lines with another count: the layout stands
+        footer(fig, caption + _unlabelled(max(h + d for h, d in zip(hidden, dropped,
+                                                                    strict=True))), note)
+    finish(fig, renderer)
     return LoadingPlot(fit, fig, out_axes, data)
+
+
+def _unlabelled(count: int) -> str:
+    return f" · tip labels: the longest tips ({count} unlabelled)" if count else ""
 
 
 register_plot("loading", plot_loading)  # the loading results' .plot()

@@ -36,6 +36,7 @@ from dppca_dask.plots._style import (
     SavedFigure,
     caption_line,
     figure,
+    finish,
     footer,
     frame_panel,
     group_colors,
@@ -392,6 +393,7 @@ def plot_score(
         fig.legend(handles=handles, title="Group", loc="outside right center",
                    fontsize=ctl.base_size * 0.8, title_fontsize=ctl.base_size, frameon=False)
     footer(fig, caption_line(fit.metadata), _NOTE if stored else None)
+    finish(fig)
     return ScorePlot(fig, axes, drawn, colors)
 
 

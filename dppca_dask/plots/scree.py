@@ -21,6 +21,7 @@ import numpy as np
 
 from dppca_dask._validation import bad_param, parse_real
 from dppca_dask.errors import ParameterError
+from dppca_dask.plots._style import TITLE_Y
 from dppca_dask.results.plotters import register_plot
 
 __all__ = ["SERIES", "ScreePlotControl", "plot_scree", "scree_plot_control", "scree_ylim"]
@@ -199,16 +200,17 @@ def plot_scree(fit: Any, *, type: str = "pve", control: Any = None, ax: Any = No
     title = ctl.title or ("DP PVE Plot" if type == "pve" else "DP Scree Plot")
     ylab = ctl.ylab or (f"Share of the variance of the\nk = {fit.k} released components"
                         if type == "pve" else "Scree value")
-    ax.set_title(title, fontsize=base * ctl.cex_main, fontweight="bold")
+    ax.set_title(title, fontsize=base * ctl.cex_main, fontweight="bold", y=TITLE_Y)
     ax.set_xlabel(ctl.xlab, fontsize=base * ctl.cex_lab)
     ax.set_ylabel(ylab, fontsize=base * ctl.cex_lab)
     ax.tick_params(labelsize=base * ctl.cex_axis)
     ax.legend(loc="upper right", frameon=False, fontsize=base * ctl.cex_legend)
-    if own:  # drawn into another figure's axes: that figure has its own footer
-        from dppca_dask.plots._style import caption_line, footer
+    if own:  # drawn into another figure's axes: that figure has its own footer and layout
+        from dppca_dask.plots._style import caption_line, finish, footer
 
         footer(fig, caption_line(fit.metadata, k=int(fit.k)),
                _NOTE if reference is not None else None)
+        finish(fig)
     return fig
 
 
