@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ASPECT_FACTOR", "MECHANISM_NAMES", "MIN_PANEL", "PAD_INCHES", "TITLE_Y", "Raster",
-           "caption_line", "compose_png", "figure", "finish", "footer", "frame_panel", "group_colors", "hcl_color", "hcl_palette",
+__all__ = ["ASPECT_FACTOR", "HATCH", "MECHANISM_NAMES", "MIN_PANEL", "NOT_IDENTIFIABLE",
+           "PAD_INCHES", "TITLE_Y", "Raster", "angle_text", "caption_line", "compose_png",
+           "direction_flags", "direction_label", "direction_note", "figure", "finish", "footer",
+           "frame_panel", "group_colors", "hatch_cells", "hcl_color", "hcl_palette",
            "keep_inside", "lay_out", "mechanism_title", "rasterize", "save_figure",
            "style_panel", "wrap_title", "write_png"]
 
@@ -125,6 +127,85 @@ def wrap_title(text: str, width_in: float, size: float) -> str:
     return "\n".join(textwrap.wrap(text, chars, break_long_words=False, break_on_hyphens=False)) or text
 
 
+NOT_IDENTIFIABLE = "#8C8C8C"
+"""Axis labels and heatmap columns of directions that are not identifiable at the release's
+budget are drawn in this grey (and the heatmap's columns hatched)."""
+HATCH = "////"
+"""The hatch of what is indistinguishable from noise: histogram cells and covariance entries
+whose interval reaches 0, heatmap columns of directions that are not identifiable."""
+
+
+def direction_flags(part: Any) -> dict[str, tuple[float, bool]]:
+    """Per component of a loading release (or dp_pca's loading part): (angle bound in degrees,
+    identifiable), from its ``angle_upper`` and ``direction_identifiable`` variables; empty for
+    a release without them (a store written before the intervals, a supplied matrix)."""
+    import numpy as np
+
+    ds = getattr(part, "dataset", None)
+    if ds is None or "angle_upper" not in ds or "direction_identifiable" not in ds:
+        return {}
+    comps = [str(c) for c in ds["component"].values]
+    angle = np.asarray(ds["angle_upper"].values, dtype=np.float64)
+    ident = np.asarray(ds["direction_identifiable"].values).astype(bool)
+    return {c: (float(a), bool(i)) for c, a, i in zip(comps, angle, ident, strict=True)}
+
+
+def angle_text(angle: float) -> str:
+    """The angle bound as a figure shows it: "≤ 35°", or "no bound" at 90°."""
+    return "no angle bound" if angle >= 90.0 else f"≤ {angle:.2g}°"
+
+
+def direction_label(component: str, flags: Mapping[str, tuple[float, bool]], *,
+                    long: bool = True) -> tuple[str, str | None]:
+    """(axis label, colour or None) of ``component``: its angle bound (``long``) and, when it is
+    not identifiable, that it is not, in :data:`NOT_IDENTIFIABLE` grey."""
+    if component not in flags:
+        return component, None
+    angle, ident = flags[component]
+    if ident:
+        return (f"{component} (angle {angle_text(angle)})" if long else component), None
+    text = (f"{component}: not identifiable ({angle_text(angle)})" if long
+            else f"{component} (not identifiable)")
+    return text, NOT_IDENTIFIABLE
+
+
+def direction_note(flags: Mapping[str, tuple[float, bool]], components: Sequence[str], *,
+                   hatched: bool = False) -> str | None:
+    """The caption line naming the shown components that are not identifiable (None if none)."""
+    shown = set(components)
+    grey = [c for c in flags if c in shown and not flags[c][1]]  # in the components' order
+    if not grey:
+        return None
+    names = ", ".join(grey[:6]) + (f" and {len(grey) - 6} more" if len(grey) > 6 else "")
+    how = "grey, hatched" if hatched else "grey"
+    return (f"{how}: {names} not identifiable at this budget (95% bound on the angle to the "
+            "noise-free direction ≥ 45°): indistinguishable from noise; bounds cover the "
+            "mechanism's noise, not sampling")
+
+
+def hatch_cells(ax: Any, mask: Any, x_edges: Any, y_edges: Any, *, color: str = "#3A3A3A",
+                zorder: float = 2.5) -> Any:
+    """Hatch the cells ``mask[i, j]`` (row i between ``y_edges[i]`` and ``y_edges[i + 1]``,
+    column j between ``x_edges[j]`` and ``x_edges[j + 1]``, data coordinates) as one patch (one
+    path whatever the number of cells); returns it, or None when no cell is masked."""
+    import numpy as np
+    from matplotlib.patches import PathPatch
+    from matplotlib.path import Path as MplPath
+
+    rows, cols = np.nonzero(np.asarray(mask, dtype=bool))
+    if rows.size == 0:
+        return None
+    x0, x1 = np.asarray(x_edges)[cols], np.asarray(x_edges)[cols + 1]
+    y0, y1 = np.asarray(y_edges)[rows], np.asarray(y_edges)[rows + 1]
+    polys = np.stack([np.stack([x0, y0], 1), np.stack([x1, y0], 1), np.stack([x1, y1], 1),
+                      np.stack([x0, y1], 1)], axis=1)
+    path = MplPath.make_compound_path_from_polys(polys)
+    patch = PathPatch(path, facecolor="none", edgecolor=color, linewidth=0.0, hatch=HATCH,
+                      zorder=zorder)
+    ax.add_patch(patch)
+    return patch
+
+
 def frame_panel(xlim: Sequence[float], ylim: Sequence[float], size: float
                 ) -> tuple[float, float, bool]:
     """(width, height, equal aspect) in inches of a panel showing the frame ``xlim`` x ``ylim``.
@@ -178,10 +259,16 @@ def caption_line(meta: Mapping[str, Any], *, k: int | None = None) -> str:
 
 
 def footer(fig: Any, caption: str, note: str | None = None) -> Any:
-    """One footer line under every panel (in the layout, so it never covers an axis label):
-    the caption line, then the non-private note when the figure shows a non-private element."""
-    text = caption if note is None else f"{caption}\n{note}"
-    return fig.supxlabel(text, fontsize=9, color="dimgray" if note is None else "#B22222")
+    """The footer under every panel (in the layout, so it never covers an axis label): the
+    caption line(s), then the non-private note when the figure shows a non-private element;
+    lines wider than the figure are wrapped."""
+    import textwrap
+
+    chars = max(40, int(fig.get_figwidth() * 72.0 / (0.55 * 9)))
+    lines = [wrapped for line in (caption if note is None else f"{caption}\n{note}").split("\n")
+             for wrapped in (textwrap.wrap(line, chars) or [line])]
+    return fig.supxlabel("\n".join(lines), fontsize=9,
+                         color="dimgray" if note is None else "#B22222")
 
 
 def keep_inside(fig: Any, texts: Sequence[Any]) -> None:

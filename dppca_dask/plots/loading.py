@@ -18,7 +18,7 @@ matplotlib is imported inside the functions; figures are built without pyplot.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +27,17 @@ import pandas as pd
 
 from dppca_dask._validation import bad_param, parse_axes
 from dppca_dask.plots._style import (
+    NOT_IDENTIFIABLE,
     TITLE_Y,
     SavedFigure,
+    angle_text,
     caption_line,
+    direction_flags,
+    direction_label,
+    direction_note,
     finish,
     footer,
+    hatch_cells,
     lay_out,
 )
 from dppca_dask.results.plotters import register_plot
@@ -113,7 +119,8 @@ def frame_xy(v: np.ndarray, ref: np.ndarray | None, rows: list[int], cols: tuple
     return pd.DataFrame(data, index=pd.Index([names[r] for r in rows], name="variable"))
 
 
-def _style_unit(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
+def _style_unit(ax: Any, title: str, xlabel: str, ylabel: str,
+                flags: Mapping[str, tuple[float, bool]] | None = None) -> None:
     from matplotlib.ticker import FixedLocator
 
     lim = 1.3
@@ -129,8 +136,11 @@ def _style_unit(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
         spine.set_color("black")
         spine.set_linewidth(0.5)
     ax.tick_params(labelsize=9.6, colors="#4D4D4D", length=2.75, width=0.5)
-    ax.set_xlabel(xlabel, fontsize=12)
-    ax.set_ylabel(ylabel, fontsize=12)
+    for axis, name in ((ax.xaxis, xlabel), (ax.yaxis, ylabel)):
+        text, color = direction_label(name, flags or {})
+        axis.set_label_text(text, fontsize=12 if text == name else 10.5)
+        if color is not None:
+            axis.label.set_color(color)
     ax.set_title(title, fontsize=14, fontweight="bold", y=TITLE_Y)
 
 
@@ -221,7 +231,11 @@ def _legend(ax: Any, marker: str | None) -> None:
     ax.legend(handles=handles, loc="lower left", fontsize=8, frameon=False)
 
 
-def draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool) -> None:
+def draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool,
+                 flags: Mapping[str, tuple[float, bool]] | None = None) -> None:
+    """The loading vectors panel; ``flags`` (:func:`~dppca_dask.plots._style.direction_flags`)
+    put each axis's angle bound in its label and grey out a direction that is not
+    identifiable."""
     from matplotlib.patches import Circle, FancyArrowPatch
 
     ax.add_patch(Circle((0.0, 0.0), 1.0, fill=False, edgecolor="#4D4D4D", linewidth=0.6))
@@ -235,12 +249,13 @@ def draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: boo
                                      mutation_scale=10, color=_PRIVATE, linewidth=1.2,
                                      label="private", shrinkA=0.0, shrinkB=0.0))
     _label_all(ax, df)
-    _style_unit(ax, "Loading vectors", *labels)
+    _style_unit(ax, "Loading vectors", *labels, flags)
     if stored:
         _legend(ax, None)
 
 
-def _draw_points(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool) -> None:
+def _draw_points(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool,
+                 flags: Mapping[str, tuple[float, bool]] | None = None) -> None:
     from matplotlib.patches import Circle
 
     ax.add_patch(Circle((0.0, 0.0), 1.0, fill=False, edgecolor="#BFBFBF", linewidth=0.5,
@@ -253,7 +268,7 @@ def _draw_points(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: boo
                    edgecolors=_REFERENCE, linewidths=1.0, label="Non-private (not private)")
     ax.scatter(df["x"], df["y"], s=30, c=_PRIVATE, linewidths=0, label="Private", zorder=3)
     _label_all(ax, df)
-    _style_unit(ax, "Loading points", *labels)
+    _style_unit(ax, "Loading points", *labels, flags)
     if stored:
         _legend(ax, "o")
 
@@ -274,12 +289,27 @@ def _heat_font(rows: int, height: float) -> tuple[float, int]:
 
 
 def _draw_heatmap(ax: Any, df: pd.DataFrame, title: str, *, show_values: bool,
-                  height: float) -> Any:
+                  height: float, flags: Mapping[str, tuple[float, bool]] | None = None) -> Any:
+    """The heatmap; with ``flags`` each column's tick gives its angle bound, and a direction
+    that is not identifiable has a grey tick and a hatched column."""
     values = df.to_numpy(dtype=np.float64)
     image = ax.imshow(values, cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto",
                       interpolation="nearest")
     size, step = _heat_font(df.shape[0], height)
-    ax.set_xticks(range(df.shape[1]), [str(c) for c in df.columns], fontsize=10)
+    flags = flags or {}
+    cols = [str(c) for c in df.columns]
+    ticks = [f"{c}\n{angle_text(flags[c][0]).replace('no angle bound', 'no bound')}"
+             if c in flags else c for c in cols]
+    ax.set_xticks(range(df.shape[1]), ticks, fontsize=10 if not flags else 9)
+    grey = np.array([c in flags and not flags[c][1] for c in cols])
+    for tick, off in zip(ax.get_xticklabels(), grey, strict=True):
+        if off:
+            tick.set_color(NOT_IDENTIFIABLE)
+    if grey.any():
+        mask = np.zeros(values.shape, dtype=bool)
+        mask[:, grey] = True
+        hatch_cells(ax, mask, np.arange(values.shape[1] + 1) - 0.5,
+                    np.arange(values.shape[0] + 1) - 0.5, color=NOT_IDENTIFIABLE)
     rows = list(range(0, df.shape[0], step))
     ax.set_yticks(rows, [_clip_name(str(df.index[i])) for i in rows], fontsize=size)
     ax.tick_params(length=0)
@@ -375,6 +405,7 @@ def plot_loading(
             data["heatmap_nonprivate"] = pd.DataFrame(ref[np.ix_(rows, keep)], index=index,
                                                       columns=[comps[c] for c in keep])
 
+    flags = direction_flags(fit)
     heatmaps = [k for k in ("heatmap", "heatmap_nonprivate") if k in data]
     n_rows = len(rows)
     longest = max((len(_clip_name(names[r])) for r in rows), default=1)
@@ -397,7 +428,7 @@ def plot_loading(
         ax = fig.add_subplot(grid[0, col])
         col += 1
         draw = draw_vectors if t == "vector" else _draw_points
-        draw(ax, data[t], labels, stored)
+        draw(ax, data[t], labels, stored, flags)
         out_axes[t] = ax
     image = None
     cell_in = (heat_height - 1.2) / max(n_rows, 1)
@@ -408,7 +439,7 @@ def plot_loading(
         col += 1
         title = "Loading heatmap" if key == "heatmap" else "Non-private heatmap\n(not private)"
         image = _draw_heatmap(ax, data[key], title, show_values=show_values,
-                              height=heat_height)
+                              height=heat_height, flags=flags if key == "heatmap" else None)
         out_axes[key] = ax
     if image is not None:
         cax = fig.add_subplot(grid[0, col])
@@ -419,14 +450,17 @@ def plot_loading(
         out_axes["colorbar"] = cax
     meta = getattr(fit, "metadata", None)
     caption = caption_line(meta, k=len(comps)) if meta else f"{len(comps)} released components"
+    shown = ([*labels] if scatter else []) + (list(data["heatmap"].columns) if heatmaps else [])
+    grey = direction_note(flags, shown, hatched=bool(heatmaps))
+    extra = "" if grey is None else f"\n{grey}"
     hidden = [getattr(out_axes[t], "_dppca_unlabelled", 0) for t in scatter]
     note = _NOTE if stored else None
-    footer(fig, caption + _unlabelled(max(hidden, default=0)), note)
+    footer(fig, caption + _unlabelled(max(hidden, default=0)) + extra, note)
     renderer = lay_out(fig)
     dropped = repel_labels(fig, [out_axes[t]._dppca_labels for t in scatter], renderer)
     if any(dropped):  # the same lines with another count: the layout stands
-        footer(fig, caption + _unlabelled(max(h + d for h, d in zip(hidden, dropped,
-                                                                    strict=True))), note)
+        most = max(h + d for h, d in zip(hidden, dropped, strict=True))
+        footer(fig, caption + _unlabelled(most) + extra, note)
     finish(fig, renderer)
     return LoadingPlot(fit, fig, out_axes, data)
 

@@ -34,6 +34,9 @@ from dppca_dask.plots._style import (
     MECHANISM_NAMES,
     SavedFigure,
     caption_line,
+    direction_flags,
+    direction_label,
+    direction_note,
     figure,
     finish,
     footer,
@@ -313,8 +316,12 @@ def plot_pca(
     fig = figure(max(sum(w + 0.9 for w in rw) for rw in row_widths) + (1.4 if legend else 0.0),
                  sum(heights) + 0.5)
     outer = fig.add_gridspec(len(rows), 1, height_ratios=heights)
+    flags = direction_flags(loading)
     xlab = ctl.xlab if ctl.xlab is not None else score.labels[0]
     ylab = ctl.ylab if ctl.ylab is not None else score.labels[1]
+    # a score axis along a direction that is not identifiable says so, in grey
+    xlab_flag = direction_label(xlab, flags, long=False) if ctl.xlab is None else (xlab, None)
+    ylab_flag = direction_label(ylab, flags, long=False) if ctl.ylab is None else (ylab, None)
     axes: dict[str, Any] = {}
     labels: list[tuple[str, list[Any]]] = []
     unlabelled = 0
@@ -334,7 +341,7 @@ def plot_pca(
                 ref = None if loading.nonprivate is None else np.asarray(loading.nonprivate.values)
                 df = frame_xy(np.asarray(loading.directions.values), ref,
                                list(range(len(names))), (a - 1, b - 1), names)
-                draw_vectors(ax, df, (f"PC{a}", f"PC{b}"), ref is not None)
+                draw_vectors(ax, df, (f"PC{a}", f"PC{b}"), ref is not None, flags)
                 labels.append(("loading", ax._dppca_labels))
                 axes["loading"] = ax
                 continue
@@ -349,8 +356,11 @@ def plot_pca(
                 unlabelled = max(unlabelled, ax._dppca_unlabelled)
                 title = "Biplot: " + titles[target][0].lower() + titles[target][1:]
             style_panel(ax, xlim=xlim, ylim=ylim, title=wrap_title(title, pw, ctl.title_size),
-                        xlabel=xlab, ylabel=ylab, base_size=ctl.base_size,
+                        xlabel=xlab_flag[0], ylabel=ylab_flag[0], base_size=ctl.base_size,
                         title_size=ctl.title_size, equal=equal)
+            for axis, (_, color) in ((ax.xaxis, xlab_flag), (ax.yaxis, ylab_flag)):
+                if color is not None:
+                    axis.label.set_color(color)
             axes.setdefault(panel, {})[target] = ax
     if legend:
         from matplotlib.patches import Patch
@@ -361,15 +371,17 @@ def plot_pca(
         fig.legend(handles=handles, title="Group", loc="outside right center",
                    fontsize=ctl.base_size * 0.8, title_fontsize=ctl.base_size, frameon=False)
     caption = caption_line(fit.metadata, k=int(fit.scree.k))
+    grey = direction_note(flags, [f"PC{a}", f"PC{b}"])
+    extra = "" if grey is None else f"\n{grey}"
     note = _NOTE if fit.metadata["non_private"] else None
-    footer(fig, caption + _unlabelled(unlabelled, len(names)), note)
+    footer(fig, caption + _unlabelled(unlabelled, len(names)) + extra, note)
     from dppca_dask.plots.loading import repel_labels
 
     renderer = lay_out(fig)
     dropped = repel_labels(fig, [group for _, group in labels], renderer)
     biplot = [d for (kind, _), d in zip(labels, dropped, strict=True) if kind == "biplot"]
     if any(biplot):  # the same lines with another count: the layout stands
-        footer(fig, caption + _unlabelled(unlabelled + max(biplot), len(names)), note)
+        footer(fig, caption + _unlabelled(unlabelled + max(biplot), len(names)) + extra, note)
     finish(fig, renderer)
     return PCAPlot(fit, fig, axes, samples, arrows, colors)
 
