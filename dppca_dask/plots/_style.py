@@ -22,7 +22,7 @@ __all__ = ["ASPECT_FACTOR", "HATCH", "MECHANISM_NAMES", "MIN_PANEL", "NOT_IDENTI
            "direction_flags", "direction_label", "direction_note", "figure", "finish", "footer",
            "frame_panel", "group_colors", "hatch_cells", "hcl_color", "hcl_palette",
            "keep_inside", "lay_out", "mechanism_title", "rasterize", "save_figure",
-           "style_panel", "wrap_title", "write_png"]
+           "style_panel", "titles_outside", "wrap_title", "write_png"]
 
 ASPECT_FACTOR = 3.0
 """Score and biplot panels keep a 1:1 aspect only while the frame's radii differ by at most this
@@ -340,11 +340,29 @@ def lay_out(fig: Any) -> Any:
     if engine is None:
         fig.draw_without_rendering()
         return renderer
-    engine.execute(fig)
-    for ax in fig.axes:  # what Axes.draw does first
-        locator = ax.get_axes_locator()
-        ax.apply_aspect(locator(ax, renderer) if locator else None)
+    for _ in range(2):
+        engine.execute(fig)
+        for ax in fig.axes:  # what Axes.draw does first
+            locator = ax.get_axes_locator()
+            ax.apply_aspect(locator(ax, renderer) if locator else None)
+        if not titles_outside(fig, renderer):
+            break
     return renderer
+
+
+def titles_outside(fig: Any, renderer: Any) -> bool:
+    """Whether a panel title reaches past the figure's edges. The constrained layout measures
+    each title on the panel's box before the layout: a panel of fixed aspect whose box the
+    layout changes (its height, as the aspect keeps it) gets its title moved after the fact,
+    and a two-line title can end above the figure, where no crop brings it back. A second
+    pass, measured on the first one's boxes, settles it (only figures that need it pay)."""
+    top, right = fig.bbox.y1 + 0.5, fig.bbox.x1 + 0.5
+    for ax in fig.axes:
+        if ax.title.get_text():
+            box = ax.title.get_window_extent(renderer)
+            if box.y1 > top or box.x0 < -0.5 or box.x1 > right:
+                return True
+    return False
 
 
 def finish(fig: Any, renderer: Any = None) -> None:
@@ -403,6 +421,8 @@ def rasterize(figure: Any, dpi: int, axes: Mapping[str, Any] | None = None) -> R
             with rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
                 figure.set_layout_engine(None)
         canvas.draw()
+        if not frozen and engine is not None and titles_outside(figure, canvas.get_renderer()):
+            canvas.draw()  # the layout's second pass (see titles_outside)
         pixels = np.asarray(canvas.buffer_rgba())[..., :3].copy()
         height = pixels.shape[0]
         renderer = canvas.get_renderer()

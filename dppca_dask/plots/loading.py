@@ -455,12 +455,14 @@ def plot_loading(
     extra = "" if grey is None else f"\n{grey}"
     hidden = [getattr(out_axes[t], "_dppca_unlabelled", 0) for t in scatter]
     note = _NOTE if stored else None
-    footer(fig, caption + _unlabelled(max(hidden, default=0)) + extra, note)
+    # laid out with the widest footer the labels can need (every tip unlabelled): the final
+    # count never adds a line, so the layout the labels are placed on stands
+    footer(fig, caption + _unlabelled(len(rows) if scatter else max(hidden, default=0))
+           + extra, note)
     renderer = lay_out(fig)
     dropped = repel_labels(fig, [out_axes[t]._dppca_labels for t in scatter], renderer)
-    if any(dropped):  # the same lines with another count: the layout stands
-        most = max(h + d for h, d in zip(hidden, dropped, strict=True))
-        footer(fig, caption + _unlabelled(most) + extra, note)
+    most = max((h + d for h, d in zip(hidden, dropped, strict=True)), default=0)
+    footer(fig, caption + _unlabelled(most) + extra, note)
     finish(fig, renderer)
     return LoadingPlot(fit, fig, out_axes, data)
 

@@ -374,14 +374,18 @@ def plot_pca(
     grey = direction_note(flags, [f"PC{a}", f"PC{b}"])
     extra = "" if grey is None else f"\n{grey}"
     note = _NOTE if fit.metadata["non_private"] else None
-    footer(fig, caption + _unlabelled(unlabelled, len(names)) + extra, note)
+    # laid out with the widest footer the labels can need (every arrow unlabelled): the final
+    # count never adds a line, so the layout the labels are placed on stands
+    with_biplot = any(kind == "biplot" for kind, _ in labels)
+    footer(fig, caption + _unlabelled(len(names) if with_biplot else unlabelled, len(names))
+           + extra, note)
     from dppca_dask.plots.loading import repel_labels
 
     renderer = lay_out(fig)
     dropped = repel_labels(fig, [group for _, group in labels], renderer)
     biplot = [d for (kind, _), d in zip(labels, dropped, strict=True) if kind == "biplot"]
-    if any(biplot):  # the same lines with another count: the layout stands
-        footer(fig, caption + _unlabelled(unlabelled + max(biplot), len(names)) + extra, note)
+    footer(fig, caption + _unlabelled(unlabelled + max(biplot, default=0), len(names)) + extra,
+           note)
     finish(fig, renderer)
     return PCAPlot(fit, fig, axes, samples, arrows, colors)
 
