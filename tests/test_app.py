@@ -12,8 +12,10 @@ under the test's temporary directory (and copied to ``$APP_TEST_ARTEFACTS`` when
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -97,6 +99,31 @@ for (const r of walk(document, [])) for (const i of r.querySelectorAll('img'))
 return out;
 """
 
+_CLICK_TAB = _WALK + """
+for (const r of walk(document, [])) for (const t of r.querySelectorAll('.bk-tab'))
+  if (t.textContent.trim() === arguments[0]) { t.click(); return true; }
+return false;
+"""
+_INPUTS = _WALK + """
+const out = [];
+for (const r of walk(document, [])) for (const i of r.querySelectorAll('input'))
+  if (i.getClientRects().length && i.value) {
+    const box = i.getBoundingClientRect();
+    out.push([i.value, i.scrollWidth, i.clientWidth, box.left, box.right]); }
+return out;
+"""
+_BOXES = _WALK + """
+const out = [];
+for (const r of walk(document, [])) for (const el of r.querySelectorAll('*'))
+  if (el.getClientRects().length && el.textContent.includes(arguments[0])
+      && ![...el.children].some(c => c.textContent.includes(arguments[0]))) {
+    const box = el.getBoundingClientRect();
+    const host = el.getRootNode().host;
+    const outer = host ? host.getBoundingClientRect().right : window.innerWidth;
+    out.push([el.scrollWidth, el.clientWidth, box.right, Math.min(outer, window.innerWidth)]); }
+return out;
+"""
+
 
 class Browser:
     """A headless chromium on the app's page."""
@@ -131,6 +158,19 @@ class Browser:
 
     def click(self, label: str) -> None:
         assert self.driver.execute_script(_CLICK, label), f"no enabled button {label!r}"
+
+    def tab(self, label: str) -> None:
+        assert self.driver.execute_script(_CLICK_TAB, label), f"no tab {label!r}"
+
+    def inputs(self) -> list[list]:
+        """The visible inputs with a value: [value, scrollWidth, clientWidth, left, right]."""
+        return list(self.driver.execute_script(_INPUTS))
+
+    def boxes(self, needle: str) -> list[list]:
+        """The innermost visible elements whose text holds ``needle``: [scrollWidth,
+        clientWidth, right, the right edge of its box (its component's host, within the
+        window)]."""
+        return list(self.driver.execute_script(_BOXES, needle))
 
     def images(self) -> list[int]:
         return list(self.driver.execute_script(_IMAGES))
@@ -212,7 +252,20 @@ def test_app__pca_release_in_a_browser_then_refused_past_the_cap(app_server, bro
     page = browser.wait_for("Run release (spends budget)", timeout=60)
     assert "5000 observations x 20 variables" in page
     assert f"Ledger: dataset {dataset_id} -- spent: nothing; cap: none" in page
+    assert "Remaining: no cap (runs are recorded, not limited)" in page
     browser.shot("01-start")
+
+    # the budget shares: a few digits, inside their boxes and the form's column (issue 34 item 7)
+    browser.tab("Budget")
+    time.sleep(1.0)
+    shares = [i for i in browser.inputs() if i[0].startswith("0.3")]
+    assert [i[0] for i in shares] == ["0.333"] * 3, browser.inputs()
+    assert all(scroll <= client for _, scroll, client, _, _ in shares), shares
+    lefts = sorted((left, right) for *_, left, right in shares)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(lefts)), lefts  # no overlap
+    assert lefts[-1][1] <= 450, lefts  # within the form's column (440 px)
+    browser.shot("01b-budget-tab")
+    browser.tab("Data")
 
     browser.click("Check settings")
     page = browser.wait_for("Settings are valid")
@@ -234,6 +287,16 @@ def test_app__pca_release_in_a_browser_then_refused_past_the_cap(app_server, bro
     assert f"Budget before this run -- Ledger: dataset {dataset_id} -- spent: nothing" in page
     assert f"Budget after this run -- Ledger: dataset {dataset_id} -- spent: {spent.describe()}" \
         in page
+    # the release's intervals (issue 33 item 2): each value, its interval, the noise marker
+    from dppca_dask.results.interval_fields import COVERS
+
+    assert "Intervals: signal or noise" in page and "indistinguishable from noise" in page
+    assert COVERS in page
+    assert "Remaining: no cap" in page
+    browser.tab("Intervals")
+    time.sleep(1.0)
+    browser.shot("02b-intervals")
+    browser.tab("Figures")
     browser.shot("02-released")
     entry = _ledger(store)
     assert [r["status"] for r in entry["reservations"]] == ["released"]
@@ -248,11 +311,19 @@ def test_app__pca_release_in_a_browser_then_refused_past_the_cap(app_server, bro
     cap = f"{tight.tight_eps * 1.0001:.6g}"
     _cli("budget", "cap", store, "--eps", cap, "--delta", "1e-4")
     browser.click("Refresh ledger")
-    browser.wait_for(f"cap: eps = {cap}, delta = 0.0001")
+    page = browser.wait_for(f"cap: eps = {cap}, delta = 0.0001")
+    left = re.search(r"Remaining: eps = ([0-9.e+-]+) at delta = 0.0001 \(of the cap's eps = "
+                     + re.escape(f"{float(cap):.4g})"), page)
+    assert left is not None, page
+    assert float(left.group(1)) == pytest.approx(float(cap) - tight.tight_eps, rel=1e-3)
     browser.click("Run release")
     page = browser.wait_for("Refused: dataset", timeout=120)
     assert "past the custodian's cap" in page and "No data was read." in page
     browser.shot("03-refused")
+    # the refusal wraps within its box and the window (issue 34 item 7)
+    boxes = browser.boxes("Refused: dataset")
+    assert boxes and all(scroll <= client + 1 and right <= edge + 1
+                         for scroll, client, right, edge in boxes), boxes
     entry = _ledger(store)
     assert [r["status"] for r in entry["reservations"]] == ["released"]  # nothing reserved
     assert len(list(runs.iterdir())) == 1

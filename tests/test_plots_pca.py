@@ -147,3 +147,20 @@ def test_plot_pca__save_png(plain, tmp_path):
 
 def _t(ax):
     return ax.get_title().replace("\n", " ")
+
+
+@pytest.mark.parametrize("method", ["geometric", "sparse"])
+def test_plot_pca__two_line_titles_stay_inside_the_figure(clustered, method):
+    """A panel of fixed aspect whose box the layout changes moved its two-line title above the
+    figure after one layout pass (cut off in pca_biplot.png); the layout settles it."""
+    from dppca_dask.plots._style import rasterize, titles_outside
+
+    x, groups = clustered
+    fit = dp_pca(x, privacy=PC, k=3, bins=6, scree_control=CONTROL, group=groups,
+                 score_method=method, rng=4)
+    out = fit.plot(rng=5)
+    fig = out.figure
+    assert any("\n" in ax.get_title() for ax in fig.axes)  # the titles wrap
+    raster = rasterize(fig, 60)
+    assert not titles_outside(fig, fig._get_renderer())
+    assert (raster.pixels[0] == 255).all()  # nothing drawn up to the top edge

@@ -176,3 +176,21 @@ def test_execute__writes_report_for_every_task(tmp_path, task, passes, pngs):
     assert "987654" not in page and "rng: null" in page
     assert ("private_plot:" in page) == (task == "score")  # only this task's option section
     assert "Total spent (basic composition)" in _ledger_total_row(page)
+
+
+def test_render_report__figures_show_at_their_stated_resolution(data):
+    """Every figure's text at one size: an image is as wide as its pixels at its dpi (CSS's
+    96 px per inch), capped by the page."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    def png(width_in, dpi):
+        buf = io.BytesIO()
+        Figure(figsize=(width_in, 2)).savefig(buf, format="png", dpi=dpi)
+        return buf.getvalue()
+
+    fit = dp_loading(data, privacy=PC, calibration="analytic", rng=1)
+    page = render_report(fit, figures=[("a", png(5, 150)), ("b", png(5, 60))])
+    assert page.count('style="width:480px"') == 2  # 5 inches, whatever the pixel count
+    check_html(page)

@@ -221,3 +221,75 @@ def test_repr_html__loaded_result_shows_the_same_card(examples, tmp_path):
     for label in ("scree", "pca"):
         path = examples[label].to_zarr(tmp_path / f"{label}.zarr")
         assert load_result(path)._repr_html_() == examples[label]._repr_html_()
+
+
+def test_repr_html__every_result_shows_its_intervals(examples):
+    """Each released value with an interval reads "value [lower, upper]", what the intervals
+    cover is said, and every interval field is shown by a table or listed (issue 33 item 2)."""
+    from dppca_dask.results.html_tables import datasets
+    from dppca_dask.results.interval_fields import COVERS, interval_fields, interval_text
+
+    for label, result in examples.items():
+        text = _card(result).text
+        fields = [f for _, ds in datasets(result) for f in interval_fields(ds)]
+        assert fields, label
+        assert COVERS in text, label
+        assert "Other intervals" not in text, label  # every built-in family has its table
+        if result.kind in ("scree", "pca"):
+            scree = result.scree if result.kind == "pca" else result
+            ds = scree.dataset.sel(mechanism="clipped")
+            expected = interval_text(float(ds["pve"][0]), float(ds["pve_lower"][0]),
+                                     float(ds["pve_upper"][0]))
+            assert expected in text, (label, expected)
+        if result.kind in ("loading", "pca"):
+            assert "Noise of the directions" in text and "angle bound" in text, label
+        if result.kind == "covariance":
+            ds = result.dataset
+            expected = interval_text(float(ds["covariance"][0, 1]),
+                                     float(ds["covariance_lower"][0, 1]),
+                                     float(ds["covariance_upper"][0, 1]))
+            assert expected in text, (label, expected)
+        if result.kind == "score":
+            assert "distinguishable from empty" in text and "[95% interval]" in text, label
+
+
+def test_repr_html__indistinguishable_values_are_grey(examples):
+    """A cell is grey exactly when its interval reaches 0 (a scree value of pure noise)."""
+    from dppca_dask.results.html_tables import datasets
+    from dppca_dask.results.interval_fields import interval_fields, interval_rows
+
+    fit = examples["covariance_ssp"]
+    markup = fit._repr_html_()
+    grey = markup.count("color: #8c8c8c")
+    ds = datasets(fit)[0][1]
+    flagged = 0
+    for f in interval_fields(ds):
+        _, rows = interval_rows(ds, f)
+        flagged += sum(r.noise for r in rows)
+    assert 0 < grey == flagged  # a 4 x 4 matrix and 4 eigenvalues: every cell is on the card
+
+
+def test_repr_html__lists_interval_fields_without_a_table(examples):
+    """An interval variable no table knows (found by its ``interval_level``) is listed, with
+    its description and how many of its values are indistinguishable from noise."""
+    loading = examples["loading"]
+    ds = loading.dataset.copy()
+    level = {"interval_level": 0.95, "long_name": "lower end of the 95% interval of the widget"}
+    ds["widget_lower"] = ("component", np.array([-1.0, 0.5, 1.0, 2.0]), level)
+    ds["widget_upper"] = ("component", np.array([1.0, 1.5, 3.0, 4.0]),
+                          {**level, "long_name": "upper end of the 95% interval of the widget"})
+    text = _card(type(loading)(ds)).text
+    assert "Other intervals" in text
+    assert "widget: 95% interval of the widget (from -1 to 4; 1 of 4 indistinguishable from " \
+           "noise)" in text
+
+
+def test_repr_html__store_without_intervals_shows_no_interval_text(examples):
+    """Stores written before the intervals: no brackets, no coverage sentence."""
+    from dppca_dask.results.interval_fields import COVERS
+
+    scree = examples["scree"]
+    ds = scree.dataset.drop_vars([n for n in scree.dataset.data_vars
+                                  if "interval_level" in scree.dataset[n].attrs])
+    text = _card(type(scree)(ds)).text
+    assert COVERS not in text and "[95% interval]" not in text

@@ -47,7 +47,10 @@ def test_plot__pve_series_styles_and_limits(fits):
     # the PVE is a share of the k released components' variance, and the axis says so
     assert ax.get_ylabel() == f"Share of the variance of the\nk = {fit.k} released components"
     assert ax.get_xticks().tolist() == [1, 2, 3]
-    assert ax.get_ylim() == pytest.approx(scree_ylim(fit.pve.values, pve=True))
+    # the limits hold the values and their intervals (huber has none: NaN, left out)
+    shown = np.concatenate([fit.pve.values.ravel(), fit.dataset["pve_lower"].values.ravel(),
+                            fit.dataset["pve_upper"].values.ravel()])
+    assert ax.get_ylim() == pytest.approx(scree_ylim(shown, pve=True))
     assert ax.get_legend().get_frame_on() is False
     # the caption line (n, eps, delta, k); no non-private curve: nothing to flag
     assert fig.texts == [fig._supxlabel]

@@ -17,7 +17,7 @@ import panel as pn
 from dppca_dask.app.catalogue import AppConfig, DatasetChoice
 from dppca_dask.app.settings import CONTROL_FIELDS, SCORE_METHODS, SCREE_METHODS, FormValues
 
-__all__ = ["Form", "UPLOAD"]
+__all__ = ["SHARE_FORMAT", "UPLOAD", "Form"]
 
 UPLOAD = "Upload a CSV or Parquet file ..."
 _PMWM = {"a": 0.0, "b": 10.0, "trim_const": 10.0, "eta": 0.01, "beta": 1.001}
@@ -26,9 +26,15 @@ _HUBER: dict[str, float] = {"k_min_m2": -20, "k_max_m2": 20, "m2_frac": 0.25, "m
 _INTEGER = ("k_min_m2", "k_max_m2", "T", "M")
 
 
-def _number(name: str, value: Any, *, integer: bool = False, **kw: Any) -> Any:
+def _number(name: str, value: Any, *, integer: bool = False, width: int = 130,
+            **kw: Any) -> Any:
     cls = pn.widgets.IntInput if integer else pn.widgets.FloatInput
-    return cls(name=name, value=value, width=130, **kw)
+    return cls(name=name, value=value, width=width, **kw)
+
+
+SHARE_FORMAT = "0.[000]"
+"""The budget shares as the inputs show them (numbro): at most three decimals, ``0.333`` rather
+than ``0.333333333333``; the value kept is the exact one until it is edited."""
 
 
 class Form:
@@ -53,7 +59,8 @@ class Form:
         self.delta = _number("Total delta", 1e-4, start=0.0)
         self.split = pn.widgets.Checkbox(name="Split the total budget between loading, scree "
                                               "and score (else equal thirds)", value=False)
-        self.shares = {part: _number(f"{part} share", 1 / 3, start=0.0)
+        self.shares = {part: _number(f"{part} share", 1 / 3, start=0.0, width=118,
+                                     format=SHARE_FORMAT)
                        for part in ("loading", "scree", "score")}
         self.calibration = pn.widgets.Select(name="Calibration", value="analytic",
                                              options=["analytic", "classical"], width=130)

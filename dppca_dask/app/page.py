@@ -34,7 +34,7 @@ from dppca_dask.app.state import (
     budget_status,
     fresh_run_directory,
 )
-from dppca_dask.app.view import budget_pane, release_view
+from dppca_dask.app.view import WRAP, budget_pane, release_view
 from dppca_dask.errors import DPPCAError
 from dppca_dask.pipeline.wording import cli_message
 
@@ -58,9 +58,10 @@ class Page:
                                             button_type="primary")
         self.refresh = pn.widgets.Button(name="Refresh ledger", button_type="light")
         self.ledger = pn.Column(budget_pane("Budget", None))
-        self.message = pn.pane.Alert("", alert_type="info", visible=False, width=860)
+        self.message = pn.pane.Alert("", alert_type="info", visible=False, width=860,
+                                     stylesheets=WRAP)
         self.progress = pn.indicators.Progress(value=0, max=100, visible=False, width=400)
-        self.progress_text = pn.pane.Markdown("", width=900)
+        self.progress_text = pn.pane.Markdown("", width=900, stylesheets=WRAP)
         self.plan_text = pn.pane.Markdown("", width=900)
         self.history = pn.widgets.Select(name="This session's releases", options=[], width=600)
         self.reopen = pn.widgets.Button(name="Reopen")

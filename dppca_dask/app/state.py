@@ -10,6 +10,7 @@ before any data is read, with its own message. No Panel here.
 from __future__ import annotations
 
 import io
+import math
 import threading
 import time
 import zipfile
@@ -19,24 +20,57 @@ from typing import Any
 
 from dppca_dask.app.catalogue import DatasetChoice
 
-__all__ = ["BudgetStatus", "Progress", "Release", "Session", "budget_status",
-           "fresh_run_directory", "zip_directory"]
+__all__ = ["NO_CAP", "BudgetStatus", "Progress", "Release", "Session", "budget_status",
+           "fresh_run_directory", "remaining_text", "zip_directory"]
+
+
+NO_CAP = "no cap (runs are recorded, not limited)"
 
 
 @dataclass(frozen=True)
 class BudgetStatus:
-    """A dataset's account in the ledger: its id, cap and cumulative spend (in words)."""
+    """A dataset's account in the ledger: its id, cap and cumulative spend (in words), and what
+    remains of the cap (:func:`remaining_text`)."""
 
     dataset_id: str
     cap: str
     spent: str
     ledger: str
+    remaining: str = NO_CAP
 
     @property
     def line(self) -> str:
         """The page's ledger line."""
         return (f"Ledger: dataset {self.dataset_id} -- spent: {self.spent}; cap: {self.cap} "
                 f"(ledger {self.ledger})")
+
+
+def remaining_text(cap: Any, spend: Any) -> str:
+    """What remains of a dataset's cap (``cap``: a :class:`~dppca_dask.pipeline.budget_cap.Cap`
+    or None; ``spend``: its :class:`~dppca_dask.pipeline.budget_cap.Spend` at the cap's δ, or
+    None), 4 significant digits: the cap's ε less the tight ε spent (the figure the cap is
+    checked on), and its ρ less the ρ spent.
+
+    Examples
+    --------
+    >>> from dppca_dask.pipeline.budget_cap import Cap, Spend
+    >>> remaining_text(Cap(eps=3.0, delta=1e-4), Spend(1.0, 2e-5, 0.0, 1.3333333, 1e-4))
+    "eps = 1.667 at delta = 0.0001 (of the cap's eps = 3)"
+    >>> remaining_text(None, None)
+    'no cap (runs are recorded, not limited)'
+    """
+    if cap is None:
+        return NO_CAP
+    parts = []
+    if cap.eps is not None:
+        used = 0.0 if spend is None else float(spend.tight_eps)
+        left = max(0.0, cap.eps - used) if not math.isnan(used) else 0.0
+        parts.append(f"eps = {left:.4g} at delta = {cap.delta:.4g} (of the cap's eps = "
+                     f"{cap.eps:.4g})")
+    if cap.rho is not None:
+        used = 0.0 if spend is None else float(spend.rho)
+        parts.append(f"rho = {max(0.0, cap.rho - used):.4g} (of the cap's rho = {cap.rho:.4g})")
+    return " and ".join(parts)
 
 
 def budget_status(choice: DatasetChoice) -> BudgetStatus:
@@ -56,7 +90,8 @@ def budget_status(choice: DatasetChoice) -> BudgetStatus:
     cap = "none (runs are recorded, not limited)" if entry is None or entry.cap is None \
         else entry.cap.describe()
     return BudgetStatus(identity.dataset_id, cap,
-                        "nothing" if spend is None else spend.describe(), str(where))
+                        "nothing" if spend is None else spend.describe(), str(where),
+                        remaining_text(None if entry is None else entry.cap, spend))
 
 
 def fresh_run_directory(base: str | Path) -> Path:

@@ -20,10 +20,18 @@ from typing import Any
 import numpy as np
 
 from dppca_dask._validation import bad_param
-from dppca_dask.plots._style import SavedFigure, caption_line, figure, footer
+from dppca_dask.plots._style import (
+    TITLE_Y,
+    SavedFigure,
+    caption_line,
+    figure,
+    finish,
+    footer,
+    hatch_cells,
+)
 from dppca_dask.results.plotters import register_plot
 
-__all__ = ["COVARIANCE_PANELS", "CovariancePlot", "plot_covariance"]
+__all__ = ["COVARIANCE_PANELS", "CovariancePlot", "plot_covariance", "zero_entries"]
 
 COVARIANCE_PANELS = ("covariance", "correlation", "weights")
 _TITLES = {"covariance": "Released covariance", "correlation": "Implied correlation",
@@ -83,6 +91,7 @@ def plot_covariance(fit: Any, *, panels: str | Sequence[str] = COVARIANCE_PANELS
         raise bad_param("panels", "plot", "any of 'covariance', 'correlation', 'weights'",
                         panels)
     chosen = [p for p in COVARIANCE_PANELS if p in items]
+    hatched = False
     sigma = np.asarray(fit.covariance.values, dtype=np.float64)
     names = [str(v) for v in fit.covariance["variable"].values]
     p = len(names)
@@ -98,6 +107,10 @@ def plot_covariance(fit: Any, *, panels: str | Sequence[str] = COVARIANCE_PANELS
             image = ax.imshow(sigma, cmap="RdBu_r", vmin=-top, vmax=top,
                               interpolation="nearest")
             label = "Σ̂ (released)"
+            zero = zero_entries(fit)
+            if zero is not None:
+                edges = np.arange(p + 1) - 0.5
+                hatched = hatch_cells(ax, zero, edges, edges, color="#4D4D4D") is not None
         elif panel == "correlation":
             d = np.diag(sigma).copy()
             scale = np.where(d > 0, np.sqrt(np.where(d > 0, d, 1.0)), np.nan)
@@ -114,7 +127,7 @@ def plot_covariance(fit: Any, *, panels: str | Sequence[str] = COVARIANCE_PANELS
                               interpolation="nearest")
             label = "log10 λ (unmeasured: grey)"
         _ticks(ax, names)
-        ax.set_title(_TITLES[panel], fontsize=13, fontweight="bold")
+        ax.set_title(_TITLES[panel], fontsize=13, fontweight="bold", y=TITLE_Y)
         bar = fig.colorbar(image, ax=ax, shrink=0.8)
         bar.set_label(label, fontsize=9)
         bar.ax.tick_params(labelsize=8)
@@ -123,8 +136,25 @@ def plot_covariance(fit: Any, *, panels: str | Sequence[str] = COVARIANCE_PANELS
     caption = caption_line({"n": meta["n"], "privacy": {
         "eps": meta["ledger_total"].get("eps"), "delta": meta["ledger_total"].get("delta"),
         "rho": meta["ledger_total"].get("rho")}})
-    footer(fig, f"{caption} · method {meta['method']} · p = {p} variables")
+    text = f"{caption} · method {meta['method']} · p = {p} variables"
+    if hatched:
+        level = fit.dataset["covariance_lower"].attrs.get("interval_level", 0.95)
+        text += (f"\nhatched: the entry's {100 * float(level):g}% interval contains 0 -- "
+                 "indistinguishable from 0 (it covers the mechanism's noise, not sampling)")
+    footer(fig, text)
+    finish(fig)
     return CovariancePlot(fit, fig, axes)
+
+
+def zero_entries(fit: Any) -> np.ndarray | None:
+    """p x p booleans, True where the interval of the noise-free entry contains 0 (the
+    summary's rule); None for a store written before the intervals."""
+    ds = fit.dataset
+    if "covariance_lower" not in ds or "covariance_upper" not in ds:
+        return None
+    lower = np.asarray(ds["covariance_lower"].values, dtype=np.float64)
+    upper = np.asarray(ds["covariance_upper"].values, dtype=np.float64)
+    return np.asarray((lower <= 0.0) & (upper >= 0.0))
 
 
 register_plot("covariance", plot_covariance)  # the covariance results' .plot()

@@ -18,7 +18,7 @@ matplotlib is imported inside the functions; figures are built without pyplot.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,20 @@ import numpy as np
 import pandas as pd
 
 from dppca_dask._validation import bad_param, parse_axes
-from dppca_dask.plots._style import SavedFigure, caption_line, footer, keep_inside
+from dppca_dask.plots._style import (
+    NOT_IDENTIFIABLE,
+    TITLE_Y,
+    SavedFigure,
+    angle_text,
+    caption_line,
+    direction_flags,
+    direction_label,
+    direction_note,
+    finish,
+    footer,
+    hatch_cells,
+    lay_out,
+)
 from dppca_dask.results.plotters import register_plot
 
 __all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "plot_loading", "repel_labels"]
@@ -106,7 +119,8 @@ def frame_xy(v: np.ndarray, ref: np.ndarray | None, rows: list[int], cols: tuple
     return pd.DataFrame(data, index=pd.Index([names[r] for r in rows], name="variable"))
 
 
-def _style_unit(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
+def _style_unit(ax: Any, title: str, xlabel: str, ylabel: str,
+                flags: Mapping[str, tuple[float, bool]] | None = None) -> None:
     from matplotlib.ticker import FixedLocator
 
     lim = 1.3
@@ -122,84 +136,55 @@ def _style_unit(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
         spine.set_color("black")
         spine.set_linewidth(0.5)
     ax.tick_params(labelsize=9.6, colors="#4D4D4D", length=2.75, width=0.5)
-    ax.set_xlabel(xlabel, fontsize=12)
-    ax.set_ylabel(ylabel, fontsize=12)
-    ax.set_title(title, fontsize=14, fontweight="bold")
+    for axis, name in ((ax.xaxis, xlabel), (ax.yaxis, ylabel)):
+        text, color = direction_label(name, flags or {})
+        axis.set_label_text(text, fontsize=12 if text == name else 10.5)
+        if color is not None:
+            axis.label.set_color(color)
+    ax.set_title(title, fontsize=14, fontweight="bold", y=TITLE_Y)
 
 
-def _label(ax: Any, x: float, y: float, text: str, color: str) -> Any:
-    """A variable label just beyond the tip of (x, y), on the side it points to."""
+def _label(ax: Any, x: float, y: float, text: str, color: str, count: int = 1) -> Any:
+    """A variable label just beyond the tip of (x, y), on the side it points to (placed for good
+    by :func:`repel_labels` once the figure is laid out)."""
     r = float(np.hypot(x, y))
     ux, uy = (x / r, y / r) if r > 1e-12 else (1.0, 0.0)
     label = ax.text(x + 0.06 * ux, y + 0.06 * uy, text, fontsize=8, color=color,
                     ha="left" if ux >= 0 else "right", va="bottom" if uy >= 0 else "top",
                     clip_on=False)
-    label.set_in_layout(False)  # labels never drive the layout (they stay inside the ±1.3 box)
-    label._dppca_tip = (x, y)  # for a leader line if the label has to move
+    label.set_in_layout(False)  # labels never drive the layout (they stay inside the panel)
+    label._dppca_tip = (x, y)  # for the placement and a leader line if the label has to move
+    label._dppca_count = count  # how many variables the label names
     return label
 
 
-def repel_labels(fig: Any, groups: Sequence[Sequence[Any]]) -> None:
-    """Move overlapping labels of each group apart, once the figure's layout is done.
+def repel_labels(fig: Any, groups: Sequence[Sequence[Any]], renderer: Any = None) -> list[int]:
+    """Place the tip labels of each group (one panel's labels, longest tip first) without
+    overlaps, inside their panel, once the figure's layout is done (laid out here unless
+    ``renderer`` comes from :func:`~dppca_dask.plots._style.lay_out`).
 
-    Greedy and deterministic: labels are placed in order; one that overlaps a label already
-    placed moves up or down by whole label heights (+1, −1, +2, −2, … up to 4) to the first free
-    position, in display space (it stays where it was if none is free).
+    Greedy and deterministic (:func:`~dppca_dask.plots._labels.place_labels`): each label takes
+    the first free spot around its tip, nearest first; a label with no free spot is hidden.
+    Returns, per group, how many variables the hidden labels named.
     """
-    groups = [g for g in groups if len(g) > 1]
-    if not groups:
-        return
-    fig.draw_without_rendering()
-    renderer = fig._get_renderer()
-    for texts in groups:
-        _place(texts, renderer)
+    from dppca_dask.plots._labels import place_labels
 
-
-def _box(text: Any, renderer: Any) -> Any:
-    """The label's extent with 2 px to spare (and its background box, if any)."""
-    box = text.get_window_extent(renderer)
-    patch = text.get_bbox_patch()
-    if patch is not None:
-        box = patch.get_window_extent(renderer)
-    return box.padded(2.0)
-
-
-def _leader(text: Any) -> None:
-    """A thin grey line from a moved label back to the tip it names (when the tip is known)."""
-    tip = getattr(text, "_dppca_tip", None)
-    if tip is None or text.axes is None:
-        return
-    x, y = text.get_position()
-    (line,) = text.axes.plot([tip[0], x], [tip[1], y], color="#9A9A9A", linewidth=0.5,
-                             zorder=1)
-    line.set_in_layout(False)
-
-
-def _place(texts: Sequence[Any], renderer: Any) -> None:
-    placed: list[Any] = []
-    for t in texts:
-        box = _box(t, renderer)
-        if any(box.overlaps(b) for b in placed):
-            trans = t.get_transform()
-            x, y = trans.transform(t.get_position())
-            step = box.height
-            for k in (1, -1, 2, -2, 3, -3, 4, -4):
-                moved = box.translated(0.0, k * step)
-                if not any(moved.overlaps(b) for b in placed):
-                    t.set_position(trans.inverted().transform((x, y + k * step)))
-                    box = moved
-                    _leader(t)
-                    break
-        placed.append(box)
+    if not any(groups):
+        return [0 for _ in groups]
+    if renderer is None:
+        renderer = lay_out(fig)
+    return [place_labels(renderer, list(texts)) for texts in groups]
 
 
 MAX_TIP_LABELS = 16
-"""Vector and point panels label at most this many tips (the longest; nearby tips share one)."""
+"""Vector and point panels label at most this many tips (the longest; nearby tips share one; a
+label with no free spot is left out)."""
 LABEL_WIDTH = 20
 """Variable labels of the vector and point panels are wrapped at this many characters."""
 
 
-def _short(name: str) -> str:
+def short_name(name: str) -> str:
+    """A variable name wrapped at :data:`LABEL_WIDTH` characters, at most two lines (then …)."""
     import textwrap
 
     lines = [line.replace("_ ", "_") for line in textwrap.wrap(
@@ -226,10 +211,11 @@ def _label_all(ax: Any, df: pd.DataFrame, tol: float = 0.09) -> None:
     for x, y, names in groups:
         pair = len(names) > 1 and len(names[0]) + len(names[1]) + 2 <= LABEL_WIDTH
         shown = 2 if pair else 1
-        head = ", ".join(names[:2]) if pair else _short(names[0])
+        head = ", ".join(names[:2]) if pair else short_name(names[0])
         text = head + (f" +{len(names) - shown}" if len(names) > shown else "")
-        texts.append(_label(ax, x, y, text, "black"))
-    ax._dppca_labels = texts  # repelled once the whole figure is laid out
+        texts.append(_label(ax, x, y, text, "black", len(names)))
+    ax._dppca_labels = texts  # placed once the whole figure is laid out
+    ax._dppca_tips = xy  # labels keep off every tip where they can
     ax._dppca_unlabelled = len(df) - sum(len(g[2]) for g in groups)
 
 
@@ -245,7 +231,11 @@ def _legend(ax: Any, marker: str | None) -> None:
     ax.legend(handles=handles, loc="lower left", fontsize=8, frameon=False)
 
 
-def draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool) -> None:
+def draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool,
+                 flags: Mapping[str, tuple[float, bool]] | None = None) -> None:
+    """The loading vectors panel; ``flags`` (:func:`~dppca_dask.plots._style.direction_flags`)
+    put each axis's angle bound in its label and grey out a direction that is not
+    identifiable."""
     from matplotlib.patches import Circle, FancyArrowPatch
 
     ax.add_patch(Circle((0.0, 0.0), 1.0, fill=False, edgecolor="#4D4D4D", linewidth=0.6))
@@ -254,17 +244,18 @@ def draw_vectors(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: boo
             ax.add_patch(FancyArrowPatch(
                 (0.0, 0.0), (row["x_nonprivate"], row["y_nonprivate"]), arrowstyle="-|>",
                 mutation_scale=9, color=_REFERENCE, linestyle="--", linewidth=0.9,
-                label="nonprivate"))
+                label="nonprivate", shrinkA=0.0, shrinkB=0.0))
         ax.add_patch(FancyArrowPatch((0.0, 0.0), (row["x"], row["y"]), arrowstyle="-|>",
                                      mutation_scale=10, color=_PRIVATE, linewidth=1.2,
-                                     label="private"))
+                                     label="private", shrinkA=0.0, shrinkB=0.0))
     _label_all(ax, df)
-    _style_unit(ax, "Loading vectors", *labels)
+    _style_unit(ax, "Loading vectors", *labels, flags)
     if stored:
         _legend(ax, None)
 
 
-def _draw_points(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool) -> None:
+def _draw_points(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: bool,
+                 flags: Mapping[str, tuple[float, bool]] | None = None) -> None:
     from matplotlib.patches import Circle
 
     ax.add_patch(Circle((0.0, 0.0), 1.0, fill=False, edgecolor="#BFBFBF", linewidth=0.5,
@@ -277,7 +268,7 @@ def _draw_points(ax: Any, df: pd.DataFrame, labels: tuple[str, str], stored: boo
                    edgecolors=_REFERENCE, linewidths=1.0, label="Non-private (not private)")
     ax.scatter(df["x"], df["y"], s=30, c=_PRIVATE, linewidths=0, label="Private", zorder=3)
     _label_all(ax, df)
-    _style_unit(ax, "Loading points", *labels)
+    _style_unit(ax, "Loading points", *labels, flags)
     if stored:
         _legend(ax, "o")
 
@@ -298,12 +289,27 @@ def _heat_font(rows: int, height: float) -> tuple[float, int]:
 
 
 def _draw_heatmap(ax: Any, df: pd.DataFrame, title: str, *, show_values: bool,
-                  height: float) -> Any:
+                  height: float, flags: Mapping[str, tuple[float, bool]] | None = None) -> Any:
+    """The heatmap; with ``flags`` each column's tick gives its angle bound, and a direction
+    that is not identifiable has a grey tick and a hatched column."""
     values = df.to_numpy(dtype=np.float64)
     image = ax.imshow(values, cmap="RdBu_r", vmin=-1.0, vmax=1.0, aspect="auto",
                       interpolation="nearest")
     size, step = _heat_font(df.shape[0], height)
-    ax.set_xticks(range(df.shape[1]), [str(c) for c in df.columns], fontsize=10)
+    flags = flags or {}
+    cols = [str(c) for c in df.columns]
+    ticks = [f"{c}\n{angle_text(flags[c][0]).replace('no angle bound', 'no bound')}"
+             if c in flags else c for c in cols]
+    ax.set_xticks(range(df.shape[1]), ticks, fontsize=10 if not flags else 9)
+    grey = np.array([c in flags and not flags[c][1] for c in cols])
+    for tick, off in zip(ax.get_xticklabels(), grey, strict=True):
+        if off:
+            tick.set_color(NOT_IDENTIFIABLE)
+    if grey.any():
+        mask = np.zeros(values.shape, dtype=bool)
+        mask[:, grey] = True
+        hatch_cells(ax, mask, np.arange(values.shape[1] + 1) - 0.5,
+                    np.arange(values.shape[0] + 1) - 0.5, color=NOT_IDENTIFIABLE)
     rows = list(range(0, df.shape[0], step))
     ax.set_yticks(rows, [_clip_name(str(df.index[i])) for i in rows], fontsize=size)
     ax.tick_params(length=0)
@@ -317,7 +323,7 @@ def _draw_heatmap(ax: Any, df: pd.DataFrame, title: str, *, show_values: bool,
     for spine in ax.spines.values():
         spine.set_color("black")
         spine.set_linewidth(0.5)
-    ax.set_title(title, fontsize=14, fontweight="bold")
+    ax.set_title(title, fontsize=14, fontweight="bold", y=TITLE_Y)
     return image
 
 
@@ -399,6 +405,7 @@ def plot_loading(
             data["heatmap_nonprivate"] = pd.DataFrame(ref[np.ix_(rows, keep)], index=index,
                                                       columns=[comps[c] for c in keep])
 
+    flags = direction_flags(fit)
     heatmaps = [k for k in ("heatmap", "heatmap_nonprivate") if k in data]
     n_rows = len(rows)
     longest = max((len(_clip_name(names[r])) for r in rows), default=1)
@@ -421,7 +428,7 @@ def plot_loading(
         ax = fig.add_subplot(grid[0, col])
         col += 1
         draw = draw_vectors if t == "vector" else _draw_points
-        draw(ax, data[t], labels, stored)
+        draw(ax, data[t], labels, stored, flags)
         out_axes[t] = ax
     image = None
     cell_in = (heat_height - 1.2) / max(n_rows, 1)
@@ -432,7 +439,7 @@ def plot_loading(
         col += 1
         title = "Loading heatmap" if key == "heatmap" else "Non-private heatmap\n(not private)"
         image = _draw_heatmap(ax, data[key], title, show_values=show_values,
-                              height=heat_height)
+                              height=heat_height, flags=flags if key == "heatmap" else None)
         out_axes[key] = ax
     if image is not None:
         cax = fig.add_subplot(grid[0, col])
@@ -443,14 +450,25 @@ def plot_loading(
         out_axes["colorbar"] = cax
     meta = getattr(fit, "metadata", None)
     caption = caption_line(meta, k=len(comps)) if meta else f"{len(comps)} released components"
-    hidden = max((getattr(out_axes[t], "_dppca_unlabelled", 0) for t in scatter), default=0)
-    if hidden:
-        caption += f" · tip labels: the {MAX_TIP_LABELS} longest ({hidden} unlabelled)"
-    footer(fig, caption, _NOTE if stored else None)
-    repel_labels(fig, [out_axes[t]._dppca_labels for t in scatter])
-    fig.draw_without_rendering()
-    keep_inside(fig, [t for k in scatter for t in out_axes[k]._dppca_labels])
+    shown = ([*labels] if scatter else []) + (list(data["heatmap"].columns) if heatmaps else [])
+    grey = direction_note(flags, shown, hatched=bool(heatmaps))
+    extra = "" if grey is None else f"\n{grey}"
+    hidden = [getattr(out_axes[t], "_dppca_unlabelled", 0) for t in scatter]
+    note = _NOTE if stored else None
+    # laid out with the widest footer the labels can need (every tip unlabelled): the final
+    # count never adds a line, so the layout the labels are placed on stands
+    footer(fig, caption + _unlabelled(len(rows) if scatter else max(hidden, default=0))
+           + extra, note)
+    renderer = lay_out(fig)
+    dropped = repel_labels(fig, [out_axes[t]._dppca_labels for t in scatter], renderer)
+    most = max((h + d for h, d in zip(hidden, dropped, strict=True)), default=0)
+    footer(fig, caption + _unlabelled(most) + extra, note)
+    finish(fig, renderer)
     return LoadingPlot(fit, fig, out_axes, data)
+
+
+def _unlabelled(count: int) -> str:
+    return f" · tip labels: the longest tips ({count} unlabelled)" if count else ""
 
 
 register_plot("loading", plot_loading)  # the loading results' .plot()

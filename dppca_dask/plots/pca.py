@@ -34,18 +34,23 @@ from dppca_dask.plots._style import (
     MECHANISM_NAMES,
     SavedFigure,
     caption_line,
+    direction_flags,
+    direction_label,
+    direction_note,
     figure,
+    finish,
     footer,
     frame_panel,
     group_colors,
-    keep_inside,
+    lay_out,
     style_panel,
     wrap_title,
 )
 from dppca_dask.results.plotters import register_plot
 from dppca_dask.results.sampling import SamplingLike
 
-__all__ = ["BIPLOT_SCALE", "PCA_PANELS", "PCAPlot", "biplot_arrows", "plot_pca"]
+__all__ = ["BIPLOT_SCALE", "PCA_PANELS", "RUN_FIGURES", "PCAPlot", "biplot_arrows", "plot_pca",
+           "save_run_figures"]
 
 PCA_PANELS = ("scree", "loading", "score", "biplot")
 BIPLOT_SCALE = 0.8
@@ -145,7 +150,8 @@ def _draw_arrows(ax: Any, arrows: pd.DataFrame, radius: Sequence[float], base_si
     row: Any  # named tuples of floats and a name; pandas-stubs types each field as a Scalar
     for row in arrows.itertuples(index=False):
         ax.add_patch(FancyArrowPatch((row.x0, row.y0), (row.x1, row.y1), arrowstyle="-|>",
-                                     mutation_scale=10, color=_ARROW, linewidth=1.1, zorder=4))
+                                     mutation_scale=10, color=_ARROW, linewidth=1.1, zorder=4,
+                                     shrinkA=0.0, shrinkB=0.0))
     dx = (arrows["x1"] - arrows["x0"]).to_numpy() / rx
     dy = (arrows["y1"] - arrows["y0"]).to_numpy() / ry
     order = np.argsort(-np.hypot(dx, dy), kind="stable")
@@ -159,12 +165,14 @@ def _draw_arrows(ax: Any, arrows: pd.DataFrame, radius: Sequence[float], base_si
         else:
             if len(groups) < MAX_ARROW_LABELS:
                 groups.append((dx[j], dy[j], int(j), [name]))
+    from dppca_dask.plots.loading import short_name
+
     texts = []
     for ux, uy, j, names in groups:
         r = float(np.hypot(ux, uy)) or 1.0
         shown = 2 if len(names) > 1 and len(names[0]) + len(names[1]) <= 24 else 1
-        text = ", ".join(names[:shown]) + (f" +{len(names) - shown}" if len(names) > shown
-                                           else "")
+        head = ", ".join(names[:2]) if shown == 2 else short_name(names[0])
+        text = head + (f" +{len(names) - shown}" if len(names) > shown else "")
         x1, y1 = float(arrows["x1"].iloc[j]), float(arrows["y1"].iloc[j])
         label = ax.text(x1 + 0.04 * rx * ux / r, y1 + 0.04 * ry * uy / r, text,
                         fontsize=base_size * 0.62, ha="left" if ux >= 0 else "right",
@@ -173,8 +181,10 @@ def _draw_arrows(ax: Any, arrows: pd.DataFrame, radius: Sequence[float], base_si
                               "edgecolor": "none"})
         label.set_in_layout(False)
         label._dppca_tip = (x1, y1)
+        label._dppca_count = len(names)
         texts.append(label)
     ax._dppca_unlabelled = max(0, len(arrows) - sum(len(g[3]) for g in groups))
+    ax._dppca_tips = arrows[["x1", "y1"]].to_numpy(dtype=np.float64)  # labels keep off them
     return texts
 
 
@@ -306,10 +316,14 @@ def plot_pca(
     fig = figure(max(sum(w + 0.9 for w in rw) for rw in row_widths) + (1.4 if legend else 0.0),
                  sum(heights) + 0.5)
     outer = fig.add_gridspec(len(rows), 1, height_ratios=heights)
+    flags = direction_flags(loading)
     xlab = ctl.xlab if ctl.xlab is not None else score.labels[0]
     ylab = ctl.ylab if ctl.ylab is not None else score.labels[1]
+    # a score axis along a direction that is not identifiable says so, in grey
+    xlab_flag = direction_label(xlab, flags, long=False) if ctl.xlab is None else (xlab, None)
+    ylab_flag = direction_label(ylab, flags, long=False) if ctl.ylab is None else (ylab, None)
     axes: dict[str, Any] = {}
-    labels: list[list[Any]] = []
+    labels: list[tuple[str, list[Any]]] = []
     unlabelled = 0
     for r, row in enumerate(rows):
         inner = outer[r, 0].subgridspec(1, len(row), width_ratios=row_widths[r])
@@ -327,8 +341,8 @@ def plot_pca(
                 ref = None if loading.nonprivate is None else np.asarray(loading.nonprivate.values)
                 df = frame_xy(np.asarray(loading.directions.values), ref,
                                list(range(len(names))), (a - 1, b - 1), names)
-                draw_vectors(ax, df, (f"PC{a}", f"PC{b}"), ref is not None)
-                labels.append(ax._dppca_labels)
+                draw_vectors(ax, df, (f"PC{a}", f"PC{b}"), ref is not None, flags)
+                labels.append(("loading", ax._dppca_labels))
                 axes["loading"] = ax
                 continue
             panel, target = item
@@ -337,12 +351,16 @@ def plot_pca(
             if panel == "score":
                 title = titles[target]
             else:
-                labels.append(_draw_arrows(ax, arrows[target], frame.radius, ctl.base_size))
+                labels.append(("biplot", _draw_arrows(ax, arrows[target], frame.radius,
+                                                      ctl.base_size)))
                 unlabelled = max(unlabelled, ax._dppca_unlabelled)
                 title = "Biplot: " + titles[target][0].lower() + titles[target][1:]
             style_panel(ax, xlim=xlim, ylim=ylim, title=wrap_title(title, pw, ctl.title_size),
-                        xlabel=xlab, ylabel=ylab, base_size=ctl.base_size,
+                        xlabel=xlab_flag[0], ylabel=ylab_flag[0], base_size=ctl.base_size,
                         title_size=ctl.title_size, equal=equal)
+            for axis, (_, color) in ((ax.xaxis, xlab_flag), (ax.yaxis, ylab_flag)):
+                if color is not None:
+                    axis.label.set_color(color)
             axes.setdefault(panel, {})[target] = ax
     if legend:
         from matplotlib.patches import Patch
@@ -353,16 +371,62 @@ def plot_pca(
         fig.legend(handles=handles, title="Group", loc="outside right center",
                    fontsize=ctl.base_size * 0.8, title_fontsize=ctl.base_size, frameon=False)
     caption = caption_line(fit.metadata, k=int(fit.scree.k))
-    if unlabelled:
-        caption += (f" · biplot labels: the {MAX_ARROW_LABELS} longest arrows "
-                    f"({unlabelled} of {len(names)} unlabelled)")
-    footer(fig, caption, _NOTE if fit.metadata["non_private"] else None)
+    grey = direction_note(flags, [f"PC{a}", f"PC{b}"])
+    extra = "" if grey is None else f"\n{grey}"
+    note = _NOTE if fit.metadata["non_private"] else None
+    # laid out with the widest footer the labels can need (every arrow unlabelled): the final
+    # count never adds a line, so the layout the labels are placed on stands
+    with_biplot = any(kind == "biplot" for kind, _ in labels)
+    footer(fig, caption + _unlabelled(len(names) if with_biplot else unlabelled, len(names))
+           + extra, note)
     from dppca_dask.plots.loading import repel_labels
 
-    repel_labels(fig, labels)
-    fig.draw_without_rendering()
-    keep_inside(fig, [t for group in labels for t in group])
+    renderer = lay_out(fig)
+    dropped = repel_labels(fig, [group for _, group in labels], renderer)
+    biplot = [d for (kind, _), d in zip(labels, dropped, strict=True) if kind == "biplot"]
+    footer(fig, caption + _unlabelled(unlabelled + max(biplot, default=0), len(names)) + extra,
+           note)
+    finish(fig, renderer)
     return PCAPlot(fit, fig, axes, samples, arrows, colors)
+
+
+RUN_FIGURES = ("pca.png", "pca_biplot.png", "loading.png", "scree_pve.png")
+"""The figures of a ``pca`` run, written by :func:`save_run_figures`."""
+
+
+def save_run_figures(fit: Any, plot: PCAPlot, directory: Any, *, dpi: int) -> None:
+    """The figures of a ``pca`` run into ``directory`` (:data:`RUN_FIGURES`), each drawn once.
+
+    ``plot``: the run's score/biplot panels (``pca_biplot.png``); ``loading.png`` and
+    ``scree_pve.png`` are the parts' own plots. ``pca.png`` combines the PVE panel, the loading
+    vectors and ``plot`` as ``fit.plot("all")`` lays them out -- from the pixels already
+    rendered for the other three files when ``plot`` has both the score and the biplot panels
+    (its panels are then exactly those of the combined figure), else drawn afresh on the same
+    samples.
+    """
+    from pathlib import Path
+
+    from dppca_dask.plots._style import compose_png, rasterize, write_png
+
+    base = Path(directory)
+    panels = rasterize(plot.figure, dpi)
+    write_png(panels.content(), base / "pca_biplot.png", dpi)
+    loading = fit.loading.plot()
+    vectors = rasterize(loading.figure, dpi, {"vector": loading.axes["vector"]})
+    write_png(vectors.content(), base / "loading.png", dpi)
+    scree_fig = fit.scree.plot(type="pve")
+    scree = rasterize(scree_fig, dpi, {"scree": scree_fig.axes[0]})
+    write_png(scree.content(), base / "scree_pve.png", dpi)
+    if set(plot.axes) == {"score", "biplot"}:
+        compose_png([[scree.crop("scree"), vectors.crop("vector")], [panels.content()]],
+                    base / "pca.png", dpi)
+    else:
+        plot_pca(fit, panels="all", samples=plot.samples).save(str(base / "pca.png"), dpi=dpi)
+
+
+def _unlabelled(count: int, total: int) -> str:
+    return (f" · biplot labels: the longest arrows ({count} of {total} unlabelled)" if count
+            else "")
 
 
 register_plot("pca", plot_pca)  # the pca results' .plot()

@@ -32,13 +32,16 @@ import pandas as pd
 from dppca_dask._typing import RngLike
 from dppca_dask._validation import bad_param, parse_real
 from dppca_dask.plots._style import (
+    HATCH,
     MECHANISM_NAMES,
     SavedFigure,
     caption_line,
     figure,
+    finish,
     footer,
     frame_panel,
     group_colors,
+    hatch_cells,
     mechanism_title,
     style_panel,
     wrap_title,
@@ -351,6 +354,8 @@ def plot_score(
         lo, hi = float(np.min(pooled)), float(np.max(pooled))
         norm = Normalize(lo, hi if hi > lo else lo + 1e-12)
     cmap = probability_cmap(ctl.color, ctl.hist_alpha_range)
+    uncertain = uncertain_cells(fit)
+    hatched = False
     axes: dict[str, Any] = {}
     image = None
     for r, row in enumerate(rows):
@@ -364,6 +369,11 @@ def plot_score(
                 target, g = what
                 title = ctl.titles[target]
                 image = _draw_histogram(ax, grids[target][g or 0], cmap, norm, xb, yb)
+                noise = uncertain.get(target)
+                if noise is not None and hatch_cells(ax, noise[g or 0] & (grids[target][g or 0]
+                                                                           > 0), xb, yb,
+                                                     color=UNCERTAIN) is not None:
+                    hatched = True
                 if g is None:
                     axes[target] = ax
                 else:
@@ -391,8 +401,41 @@ def plot_score(
         handles = [Patch(facecolor=col, label=lvl) for lvl, col in colors.items()]
         fig.legend(handles=handles, title="Group", loc="outside right center",
                    fontsize=ctl.base_size * 0.8, title_fontsize=ctl.base_size, frameon=False)
+    if hatched and "colorbar" in axes:
+        from matplotlib.patches import Patch
+
+        level = fit.dataset["count_lower"].attrs.get("interval_level", 0.95)
+        axes["colorbar"].legend(
+            handles=[Patch(facecolor="white", edgecolor=UNCERTAIN, hatch=HATCH,
+                           label=f"hatched: shaded,\nbut the cell's\n{100 * float(level):g}% "
+                                 "interval\nreaches 0:\nindistinguishable\nfrom an empty\n"
+                                 "cell (noise,\nnot sampling)")],
+            loc="upper left", bbox_to_anchor=(-0.6, -0.03), fontsize=ctl.base_size * 0.62,
+            frameon=False, handlelength=1.6, handleheight=1.6, borderaxespad=0.0)
     footer(fig, caption_line(fit.metadata), _NOTE if stored else None)
+    finish(fig)
     return ScorePlot(fig, axes, drawn, colors)
+
+
+UNCERTAIN = "#5A5A5A"
+"""The hatch colour of shaded cells that are indistinguishable from an empty cell."""
+
+
+def uncertain_cells(fit: Any) -> dict[str, np.ndarray]:
+    """Per private mechanism: (group, m_y, m_x) booleans, True where the interval of the
+    noise-free cell count reaches 0 (indistinguishable from an empty cell; the summary's rule);
+    empty for a store written before the intervals."""
+    ds = fit.dataset
+    if "count_lower" not in ds:
+        return {}
+    out = {}
+    for target in fit.methods:
+        lower = np.asarray(ds["count_lower"].sel(mechanism=target).values, dtype=np.float64)
+        if fit.groups is None:
+            lower = lower[None]
+        if not np.isnan(lower).all():
+            out[target] = ~(lower > 0)
+    return out
 
 
 _MAX_COLUMNS = 5

@@ -21,9 +21,11 @@ import numpy as np
 
 from dppca_dask._validation import bad_param, parse_real
 from dppca_dask.errors import ParameterError
+from dppca_dask.plots._style import TITLE_Y
 from dppca_dask.results.plotters import register_plot
 
-__all__ = ["SERIES", "ScreePlotControl", "plot_scree", "scree_plot_control", "scree_ylim"]
+__all__ = ["SERIES", "ScreePlotControl", "interval_bands", "plot_scree", "scree_plot_control",
+           "scree_ylim"]
 
 SERIES = ("nonprivate", "clipped", "pmwm", "huber")
 _OWNER = "scree_plot_control"
@@ -190,29 +192,101 @@ def plot_scree(fit: Any, *, type: str = "pve", control: Any = None, ax: Any = No
         series.append((name, np.asarray(values.sel(mechanism=name).values, dtype=np.float64)))
     idx = np.arange(1, fit.k + 1)
     base = 10.0
+    bands = interval_bands(fit, type)
+    private = [name for name, _ in series if name in bands]
+    extent = [ys for _, ys in series]
+    noisy: str | None = None  # the marker of the first series with a hollow point
     for name, ys in series:
         ax.plot(idx, ys, linestyle=ctl.lty[name], marker=ctl.pch[name], color=ctl.colors[name],
                 linewidth=ctl.lwd, markersize=6.0 * ctl.point_cex, label=ctl.labels[name])
-    ax.set_ylim(*scree_ylim(np.concatenate([ys for _, ys in series]), pve=type == "pve"))
+        if name not in bands:
+            continue
+        lower, upper, noise = bands[name]
+        shift = _DODGE * (private.index(name) - (len(private) - 1) / 2.0)
+        _draw_bars(ax, idx + shift, lower, upper, ctl.colors[name])
+        if noise.any():  # hollow: the interval reaches 0
+            noisy = noisy or ctl.pch[name]
+            ax.scatter(idx[noise], ys[noise], s=(6.0 * ctl.point_cex) ** 2,
+                       marker=ctl.pch[name], facecolors="white", edgecolors=ctl.colors[name],
+                       linewidths=1.2, zorder=3)
+        extent += [lower, upper]
+    ax.set_ylim(*scree_ylim(np.concatenate(extent), pve=type == "pve"))
     ax.set_xlim(0.75, fit.k + 0.25)
     ax.xaxis.set_major_locator(FixedLocator(idx.tolist()))
     title = ctl.title or ("DP PVE Plot" if type == "pve" else "DP Scree Plot")
     ylab = ctl.ylab or (f"Share of the variance of the\nk = {fit.k} released components"
                         if type == "pve" else "Scree value")
-    ax.set_title(title, fontsize=base * ctl.cex_main, fontweight="bold")
+    ax.set_title(title, fontsize=base * ctl.cex_main, fontweight="bold", y=TITLE_Y)
     ax.set_xlabel(ctl.xlab, fontsize=base * ctl.cex_lab)
     ax.set_ylabel(ylab, fontsize=base * ctl.cex_lab)
     ax.tick_params(labelsize=base * ctl.cex_axis)
-    ax.legend(loc="upper right", frameon=False, fontsize=base * ctl.cex_legend)
-    if own:  # drawn into another figure's axes: that figure has its own footer
-        from dppca_dask.plots._style import caption_line, footer
+    handles, _ = ax.get_legend_handles_labels()
+    if bands:
+        from matplotlib.lines import Line2D
+
+        level = _level(fit)
+        handles.append(Line2D([], [], color="#4D4D4D", marker="_", markersize=9,
+                              linestyle="none", markeredgewidth=1.0,
+                              label=f"{level} interval of the noise-free value\n"
+                                    "(the mechanism's noise, not sampling)"))
+        if noisy is not None:
+            handles.append(Line2D([], [], color="#4D4D4D", marker=noisy, markerfacecolor="white",
+                                  linestyle="none", markersize=6.0 * ctl.point_cex,
+                                  label="hollow: interval reaches 0,\n"
+                                        "indistinguishable from noise"))
+    ax.legend(handles=handles, loc="upper right", frameon=False, fontsize=base * ctl.cex_legend)
+    if own:  # drawn into another figure's axes: that figure has its own footer and layout
+        from dppca_dask.plots._style import caption_line, finish, footer
 
         footer(fig, caption_line(fit.metadata, k=int(fit.k)),
                _NOTE if reference is not None else None)
+        finish(fig)
     return fig
 
 
 _NOTE = "Shows the non-private reference: this figure is not a private release."
+_DODGE = 0.08
+"""Horizontal shift between the interval bars of several mechanisms at one component."""
+
+
+def interval_bands(fit: Any, type: str) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per mechanism with intervals: (lower, upper, reaches 0) of the plotted values.
+
+    ``reaches 0``: the interval of the noise-free *scree value* reaches 0 -- the component is
+    indistinguishable from noise (the summary's rule); the PVE plot marks the same components.
+    Mechanisms without intervals (huber; a store written before the intervals) have none.
+    """
+    ds = getattr(fit, "dataset", None)
+    if ds is None or f"{type}_lower" not in ds or f"{type}_upper" not in ds:
+        return {}
+    out = {}
+    for name in fit.methods:
+        lower = np.asarray(ds[f"{type}_lower"].sel(mechanism=name).values, dtype=np.float64)
+        upper = np.asarray(ds[f"{type}_upper"].sel(mechanism=name).values, dtype=np.float64)
+        if np.isnan(lower).all():
+            continue
+        zero = ds["scree_lower"].sel(mechanism=name).values if "scree_lower" in ds else lower
+        out[name] = (lower, upper, np.asarray(zero, dtype=np.float64) <= 0.0)
+    return out
+
+
+def _level(fit: Any) -> str:
+    level = fit.dataset["scree_lower"].attrs.get("interval_level", 0.95)
+    return f"{100 * float(level):g}%"
+
+
+def _draw_bars(ax: Any, x: np.ndarray, lower: np.ndarray, upper: np.ndarray, color: str) -> None:
+    """Vertical interval bars with caps, as one collection (no lines in the legend)."""
+    from matplotlib.collections import LineCollection
+
+    ok = np.isfinite(lower) & np.isfinite(upper)
+    cap = 0.12
+    segments = [((xi, lo), (xi, hi)) for xi, lo, hi in zip(x[ok], lower[ok], upper[ok],
+                                                            strict=True)]
+    segments += [((xi - cap, v), (xi + cap, v)) for xi, lo, hi in zip(
+        x[ok], lower[ok], upper[ok], strict=True) for v in (lo, hi)]
+    ax.add_collection(LineCollection(segments, colors=color, linewidths=0.9, alpha=0.75,
+                                     zorder=1.5), autolim=False)
 
 
 register_plot("scree", plot_scree)  # the scree results' .plot()

@@ -10,6 +10,8 @@ it has no scripts and no external links. It shows, in order:
 * the privacy budget: the allocation per component and the ledger of every mechanism call with
   its basic-composition total;
 * sections contributed by the result's kind (directions, scree/PVE table, frame and histograms…);
+* the intervals of every released value, with "indistinguishable from noise" where it is, and
+  what they do not cover (:mod:`dppca_dask.report.intervals`, any kind);
 * every figure (the PNGs the run wrote, or figures drawn from the result);
 * the resolved config (never a seed) and the work of the data passes (task counts).
 
@@ -44,6 +46,7 @@ from dppca_dask.report.elements import (
     sections_for,
     table,
 )
+from dppca_dask.report.intervals import interval_section
 from dppca_dask.results.html import non_private_elements
 
 __all__ = [
@@ -112,12 +115,27 @@ def figure_files(directory: str | Path) -> list[tuple[str, Path]]:
     return [(_caption(f.name), f) for f in files]
 
 
+def _css_width(png: bytes) -> str:
+    """The image's width at its stated resolution (the pHYs chunk; CSS's 96 px per inch), so
+    that every figure's text shows at one size whatever its pixel count; "" when it states
+    none."""
+    at = png.find(b"pHYs", 8, 4096)
+    if png[12:16] != b"IHDR" or at < 0:
+        return ""
+    width = int.from_bytes(png[16:20], "big")
+    per_metre, unit = int.from_bytes(png[at + 4:at + 8], "big"), png[at + 12]
+    if unit != 1 or per_metre <= 0:
+        return ""
+    return f' style="width:{round(width / (per_metre * 0.0254) * 96)}px"'
+
+
 def _figure_html(figures: Sequence[tuple[str, Any]]) -> str:
     blocks = []
     for i, (caption, item) in enumerate(figures, start=1):
-        data = base64.b64encode(_png(item)).decode("ascii")
+        png = _png(item)
+        data = base64.b64encode(png).decode("ascii")
         blocks.append(
-            f'<figure id="figure-{i}"><img src="data:image/png;base64,{data}" '
+            f'<figure id="figure-{i}"><img src="data:image/png;base64,{data}"{_css_width(png)} '
             f'alt="{esc(caption)}"><figcaption>Figure {i}. {esc(caption)}</figcaption></figure>')
     return "".join(blocks) or "<p>No figures.</p>"
 
@@ -300,7 +318,7 @@ tfoot td{font-weight:bold;background:#f5f5f5}
 pre{background:#f4f4f4;padding:10px 12px;overflow-x:auto;font-size:.85em;border:1px solid #e2e2e2}
 figure{margin:18px 0 28px}img{max-width:100%;height:auto;border:1px solid #e2e2e2}
 figcaption{color:#333;font-size:.92em;margin-top:4px}
-.note{color:#555;font-size:.88em}
+.note{color:#555;font-size:.88em}.noise{color:#8c8c8c}
 .banner{background:#fff4e5;border:1px solid #f0a030;padding:8px 12px;margin:10px 0}
 .ok{background:#eef8ee;border:1px solid #7cbf7c;padding:8px 12px;margin:10px 0}
 """
@@ -358,6 +376,7 @@ def render_report(
         _dataset_section(result, source),
         Section("Figures", _figure_html(figures), "figures"),
         *(contribute(result) if (contribute := sections_for(kind)) else []),
+        *([intervals] if (intervals := interval_section(result)) is not None else []),
         _budget_section(result),
         Section("Printed result and summary", pre(repr(result)) + (
             pre(repr(result.summary())) if hasattr(result, "summary") else ""), "result"),

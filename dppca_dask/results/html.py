@@ -7,7 +7,14 @@ shape (n, p, k), the budget and what the release spent (ε, δ, and ρ where pre
 release was recorded (:mod:`~dppca_dask.results.recorded`: a budget ledger, or only the
 in-memory session ledger, with the advice to record persistently), and the key table of the kind
 (the directions, scree values and PVE, the frame and a histogram, or the covariance matrix), at
-most 6 × 8 cells each. Every text is escaped with :func:`html.escape`;
+most 6 × 8 cells each, built by :mod:`~dppca_dask.results.html_tables`. Every released value with
+an interval reads "value [lower, upper]" (95 %, of the noise-free value), grey where it is
+indistinguishable from noise; the directions get their angle bounds and identifiability, a
+histogram how many cells are distinguishable from empty; every other interval field
+(:func:`~dppca_dask.results.interval_fields.interval_fields`) is listed under "Other intervals",
+and the card ends with what the intervals do not cover
+(:data:`~dppca_dask.results.interval_fields.COVERS`). Every text is escaped with
+:func:`html.escape`;
 the card shows only the result's variables and public metadata, never the RNG seed (results
 never store one) nor wall-clock times.
 
@@ -17,20 +24,32 @@ This module reads results by their ``kind`` and attributes only, so it imports n
 
 from __future__ import annotations
 
-import html
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from dppca_dask._rformat import format_r_scalar
+from dppca_dask.results.html_tables import (
+    CELL,
+    COLS,
+    Text,
+    cells_line,
+    covers_note,
+    datasets,
+    directions_noise,
+    esc,
+    histogram_table,
+    matrix,
+    other_intervals,
+    scree_tables,
+    table,
+)
+from dppca_dask.results.interval_fields import interval_text, reaches_zero
 from dppca_dask.results.recorded import NOT_STATED, recorded_text
 
 __all__ = ["BADGE_NOT_PRIVATE", "BADGE_PRIVATE", "non_private_elements", "result_card"]
 
 BADGE_PRIVATE = "private"
 BADGE_NOT_PRIVATE = "NOT PRIVATE"
-ROWS, COLS = 6, 8
 _NOT_PRIVATE = "NOT PRIVATE"
 
 _TITLES = {
@@ -45,35 +64,17 @@ _CARD = ("font-family: sans-serif; font-size: 12px; border: 1px solid #8888; bor
          "padding: 6px 10px; display: inline-block; color: inherit")
 _BADGE = ("border-radius: 3px; padding: 1px 6px; margin-left: 6px; font-weight: bold; "
           "color: white; background: {}")
-_CELL = "padding: 1px 6px; text-align: {}"
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _num(value: float) -> str:
-    value = float(value)
-    return "NaN" if np.isnan(value) else f"{value:.4g}"
+Facts = list[tuple[str, str]]
 
 
 def _r(value: float) -> str:
     return format_r_scalar(float(value))
 
 
-def _datasets(result: Any) -> list[tuple[str, Any]]:
-    """(part, Dataset) of a result: its dataset, and a dp_pca result's three parts."""
-    parts = [("", result.dataset)]
-    tree = getattr(result, "tree", None)
-    if tree is not None:
-        parts += [(f"{name}/", node.to_dataset()) for name, node in tree.children.items()]
-    return parts
-
-
 def non_private_elements(result: Any) -> list[str]:
     """What in a result lies outside the privacy guarantee (empty for a fully private one)."""
     found: list[str] = []
-    for part, ds in _datasets(result):
+    for part, ds in datasets(result):
         for name in sorted(map(str, ds.variables)):
             text = str(ds[name].attrs.get("description", ""))
             if text.startswith(_NOT_PRIVATE):
@@ -91,35 +92,6 @@ def non_private_elements(result: Any) -> list[str]:
         found.append("the noise: its generator was seeded by the caller (reproducible by anyone "
                      "who knows the seed)")
     return found
-
-
-Row = tuple[str, Sequence[float] | np.ndarray]
-
-
-def _table(title: str, columns: Sequence[str], rows: Sequence[Row], note: str = "") -> str:
-    """A small table: a header of column names, then one labelled row of numbers per row."""
-    head = "".join(f'<th style="{_CELL.format("right")}">{_e(c)}</th>' for c in columns)
-    body = "".join(
-        f'<tr><th style="{_CELL.format("left")}">{_e(label)}</th>'
-        + "".join(f'<td style="{_CELL.format("right")}">{_e(_num(v))}</td>' for v in values)
-        + "</tr>"
-        for label, values in rows)
-    caption = f"{_e(title)}{f' <small>({_e(note)})</small>' if note else ''}"
-    return (f'<div style="margin-top: 6px"><b>{caption}</b><table class="dppca-table">'
-            f"<thead><tr><th></th>{head}</tr></thead><tbody>{body}</tbody></table></div>")
-
-
-def _matrix(title: str, array: Any, row_dim: str, col_dim: str) -> str:
-    """The head (at most 6 rows × 8 columns) of a labelled 2-D DataArray."""
-    rows, cols = min(ROWS, array.sizes[row_dim]), min(COLS, array.sizes[col_dim])
-    shown = array.isel({row_dim: slice(0, rows), col_dim: slice(0, cols)}).transpose(
-        row_dim, col_dim)
-    values = np.asarray(shown.values, dtype=np.float64)
-    labels = [str(v) for v in shown[row_dim].values]
-    note = (f"first {rows} of {array.sizes[row_dim]} x first {cols} of {array.sizes[col_dim]}"
-            if (rows, cols) != (array.sizes[row_dim], array.sizes[col_dim]) else "")
-    return _table(title, [str(c) for c in shown[col_dim].values],
-                  list(zip(labels, values, strict=True)), note)
 
 
 def _pair(entry: dict[str, Any]) -> str:
@@ -150,56 +122,30 @@ def _shape(meta: dict[str, Any], k: int | None, extra: str = "") -> tuple[str, s
     return ("Shape", text + (f" ({extra})" if extra else ""))
 
 
-def _scree_tables(scree: Any) -> str:
-    comps = scree.dataset.sizes["component"]
-    out = ""
-    for title, name in (("Private scree values", "scree"), ("Private PVE", "pve")):
-        array = scree.dataset[name]
-        shown = array.isel(component=slice(0, COLS))
-        rows = [(m, np.asarray(shown.sel(mechanism=m).values)) for m in scree.mechanisms]
-        if scree.nonprivate is not None:
-            ref = scree.nonprivate[name].isel(component=slice(0, COLS))
-            rows.append((f"non-private ({_NOT_PRIVATE})", np.asarray(ref.values)))
-        note = f"first {COLS} of {comps} components" if comps > COLS else ""
-        out += _table(title, [str(c) for c in shown["component"].values], rows, note)
-    return out
-
-
 def _frame_table(score: Any) -> str:
     frame = score.frame
     rows = [(label, [frame.center[i], frame.radius[i], *frame.limits(i)])
             for i, label in enumerate(score.labels)]
-    return _table(f"Private frame ({frame.method})", ["centre", "radius", "lower", "upper"], rows)
+    return table(f"Private frame ({frame.method})", ["centre", "radius", "lower", "upper"], rows)
 
 
-def _histogram_table(score: Any) -> str:
-    mechanism = score.mechanisms[0]
-    grid = score.probability.sel(mechanism=mechanism)
-    where = ""
-    if score.groups is not None:
-        grid, where = grid.isel(group=0), f", group {score.groups[0]}"
-    grid = grid.isel(y_bin=slice(None, None, -1))  # y high to low, as the summary prints
-    grid = grid.assign_coords(y_bin=[f"y{int(j) + 1}" for j in grid["y_bin"].values],
-                              x_bin=[f"x{int(j) + 1}" for j in grid["x_bin"].values])
-    return _matrix(f"Private {mechanism} histogram{where}", grid, "y_bin", "x_bin")
-
-
-def _loading(result: Any) -> tuple[list[tuple[str, str]], str]:
+def _loading(result: Any, shown: set[str]) -> tuple[Facts, str]:
     meta = result.metadata
     facts = [_shape(meta, result.directions.sizes["component"])]
-    return facts, _matrix("Private PC directions", result.directions, "variable", "component")
+    return facts, (matrix("Private PC directions", result.directions, "variable", "component")
+                   + directions_noise(result, shown))
 
 
-def _scree(result: Any) -> tuple[list[tuple[str, str]], str]:
+def _scree(result: Any, shown: set[str]) -> tuple[Facts, str]:
     meta = result.metadata
     center = meta["scree"]["center"]
     facts = [_shape(meta, result.k), ("Mechanisms", ", ".join(result.mechanisms)),
              ("Centring", center + (" (OUTSIDE the privacy guarantee)"
                                     if center == "empirical" else ""))]
-    return facts, _scree_tables(result)
+    return facts, scree_tables(result, shown) + directions_noise(result, shown)
 
 
-def _score(result: Any) -> tuple[list[tuple[str, str]], str]:
+def _score(result: Any, shown: set[str]) -> tuple[Facts, str]:
     meta = result.metadata
     bins = meta["bins"]
     facts = [_shape(meta, 2, f"scores on {' and '.join(result.labels)}"),
@@ -208,22 +154,29 @@ def _score(result: Any) -> tuple[list[tuple[str, str]], str]:
     if result.groups is not None:
         facts.append(("Groups", f"{len(result.groups)} ({', '.join(result.groups[:6])}"
                                 f"{', ...' if len(result.groups) > 6 else ''})"))
-    return facts, _frame_table(result) + _histogram_table(result)
+    cells = cells_line(result, shown)
+    if cells:
+        facts.append(("Histogram cells", cells))
+    return facts, _frame_table(result) + histogram_table(result, shown)
 
 
-def _pca(result: Any) -> tuple[list[tuple[str, str]], str]:
+def _pca(result: Any, shown: set[str]) -> tuple[Facts, str]:
     meta = result.metadata
     scree, score = result.scree, result.score
     facts = [_shape(meta, scree.k, f"scores on {' and '.join(score.labels)}"),
              ("Mechanisms", f"scree {', '.join(scree.mechanisms)}; score histogram "
                             f"{', '.join(score.mechanisms)}"),
              ("Data passes", str(meta["passes"]))]
-    tables = (_matrix("Private PC directions", result.directions, "variable", "component")
-              + _scree_tables(scree) + _frame_table(score))
+    cells = cells_line(score, shown, "score/")
+    if cells:
+        facts.append(("Histogram cells", cells))
+    tables = (matrix("Private PC directions", result.directions, "variable", "component")
+              + directions_noise(result.loading, shown, "loading/")
+              + scree_tables(scree, shown, "scree/") + _frame_table(score))
     return facts, tables
 
 
-def _covariance(result: Any) -> tuple[list[tuple[str, str]], str]:
+def _covariance(result: Any, shown: set[str]) -> tuple[Facts, str]:
     meta = result.metadata
     pairs = meta["offdiagonal_pairs"]
     share = 100.0 * meta["measured_offdiagonal"] / pairs if pairs else 0.0
@@ -231,10 +184,34 @@ def _covariance(result: Any) -> tuple[list[tuple[str, str]], str]:
              ("Method", str(meta["method"])),
              ("Measured", f"{meta['measured_offdiagonal']} of {pairs} off-diagonal entries "
                           f"({share:.1f}%)")]
-    return facts, _matrix("Private covariance", result.covariance, "variable", "variable_")
+    ds = result.dataset
+    bounds = None
+    if "covariance_lower" in ds:
+        lower, upper = ds["covariance_lower"], ds["covariance_upper"]
+        bounds = (lower, upper, (lower <= 0) & (upper >= 0))
+        shown.add("covariance")
+    tables = matrix("Private covariance" + (" [95% interval]" if bounds else ""),
+                     result.covariance, "variable", "variable_", bounds,
+                     "[lower, upper]: the 95% interval of the noise-free entry (of the clipped "
+                     "second moment); grey: it contains 0, indistinguishable from 0")
+    if "covariance_eigenvalue_lower" in ds:
+        window = {"component": slice(0, COLS)}
+        ev = [Text(interval_text(v, lo, hi), reaches_zero(lo)) for v, lo, hi in zip(
+            ds["covariance_eigenvalue"].isel(window).values,
+            ds["covariance_eigenvalue_lower"].isel(window).values,
+            ds["covariance_eigenvalue_upper"].isel(window).values, strict=True)]
+        comps = ds.sizes["component"]
+        shown.add("covariance_eigenvalue")
+        tables += table("Eigenvalues [95% interval]",
+                         [str(c) for c in ds["component"].isel(window).values],
+                         [("noisy measurement", ev)],
+                         "; ".join(x for x in (f"first {COLS} of {comps}" if comps > COLS
+                                               else "", "grey: reaches 0, indistinguishable "
+                                               "from noise") if x))
+    return facts, tables
 
 
-_KINDS: dict[str, Callable[[Any], tuple[list[tuple[str, str]], str]]] = {
+_KINDS: dict[str, Callable[[Any, set[str]], tuple[Facts, str]]] = {
     "loading": _loading, "scree": _scree, "score": _score, "pca": _pca,
     "covariance": _covariance,
 }
@@ -244,7 +221,8 @@ def result_card(result: Any) -> str:
     """The HTML card of a result (see the module docstring)."""
     kind = str(result.kind)
     meta = result.metadata
-    facts, tables = _KINDS[kind](result) if kind in _KINDS else ([_shape(meta, None)], "")
+    shown: set[str] = set()
+    facts, tables = _KINDS[kind](result, shown) if kind in _KINDS else ([_shape(meta, None)], "")
     facts += _budget_rows(meta)
     facts.append(("Recorded in", recorded_text(meta) or NOT_STATED))
     outside = non_private_elements(result)
@@ -255,10 +233,11 @@ def result_card(result: Any) -> str:
     else:
         badge = (f'<span class="dppca-badge dppca-private" '
                  f'style="{_BADGE.format("#27864a")}">{BADGE_PRIVATE}</span>')
-    rows = "".join(f'<tr><th style="{_CELL.format("left")}">{_e(name)}</th>'
-                   f'<td style="{_CELL.format("left")}">{_e(text)}</td></tr>'
+    rows = "".join(f'<tr><th style="{CELL.format("left")}">{esc(name)}</th>'
+                   f'<td style="{CELL.format("left")}">{esc(text)}</td></tr>'
                    for name, text in facts)
     title = _TITLES.get(kind, kind)
+    tables += other_intervals(result, shown) + covers_note(result)
     return (f'<div class="dppca-result" style="{_CARD}">'
-            f'<div><b>{_e(title)}</b> <code>{_e(kind)}</code>{badge}</div>'
+            f'<div><b>{esc(title)}</b> <code>{esc(kind)}</code>{badge}</div>'
             f'<table class="dppca-facts"><tbody>{rows}</tbody></table>{tables}</div>')

@@ -29,7 +29,6 @@ from dppca_dask.pca.scree_utility import noise_lines
 from dppca_dask.pipeline.config import RunConfig
 from dppca_dask.pipeline.tasks.score import histogram_line, samples_table, score_noise
 from dppca_dask.pipeline.tasks.wording import clipped_line, kendall_lines
-from dppca_dask.plots._style import save_figure
 from dppca_dask.privacy.budget import BudgetPlan
 from dppca_dask.privacy.plan import Plan
 from dppca_dask.privacy.rng import RngState
@@ -122,25 +121,18 @@ def _long_samples(samples: dict[str, pd.DataFrame], method: str, observed: bool
 
 def pca_outputs(cfg: RunConfig, result: Result, base: Path, state: RngState) -> None:
     """Samples and figures, all drawn from the release (post-processing; no budget)."""
-    from dppca_dask.plots.pca import plot_pca
+    from dppca_dask.plots.pca import plot_pca, save_run_figures
 
     opts = cfg.pca
     sampling = _sampling(cfg)
     control = {"show_group_legend": opts.show_group_legend}
-    combined = plot_pca(result, panels="all", sampling=sampling, group_weights=opts.group_weights,
-                        control=control, rng=state.generator)
+    panels = plot_pca(result, panels=tuple(opts.panels), sampling=sampling,
+                      group_weights=opts.group_weights, control=control, rng=state.generator)
     observed = sampling.sample_size is None
-    table = _long_samples(combined.samples, sampling.method[0], observed)
+    table = _long_samples(panels.samples, sampling.method[0], observed)
     if opts.samples_format == "parquet":
         table.to_parquet(base / "samples.parquet", index=False)
     else:
         table.to_csv(base / "samples.csv", index=False)
-    if not opts.plots:
-        return
-    combined.save(str(base / "pca.png"), dpi=opts.dpi)
-    panels = plot_pca(result, panels=tuple(opts.panels), sampling=sampling, control=control,
-                      samples=combined.samples)
-    panels.save(str(base / "pca_biplot.png"), dpi=opts.dpi)
-    result.loading.plot().save(str(base / "loading.png"), dpi=opts.dpi)  # type: ignore[attr-defined]
-    fig = result.scree.plot(type="pve")  # type: ignore[attr-defined]
-    save_figure(fig, base / "scree_pve.png", dpi=opts.dpi)
+    if opts.plots:
+        save_run_figures(result, panels, base, dpi=opts.dpi)
