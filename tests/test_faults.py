@@ -147,9 +147,10 @@ def test_churn__a_worker_killed_every_3_s_leaves_the_release_bit_identical(tmp_p
     data = tmp_path / "data.zarr"
     faults.write_data(data, faults.CHURN_ROWS)
     reference = faults.reference_release(tmp_path, data)
-    # 5 churned runs (the benchmark, benchmarks/faults.py, runs 10 and prints the table)
-    outcomes = faults.churn_runs(tmp_path, data, reference, repeat=5, every=3.0)
+    # 3 churned runs (the benchmark, benchmarks/faults.py churn --repeat 10, runs 10 and prints
+    # the table; docs/reliability.md)
+    outcomes = faults.churn_runs(tmp_path, data, reference, repeat=3, every=3.0)
     same = [o for o in outcomes if o.outcome == "identical release"]
     assert all(o.ledger == ["reserve", "release"] for o in same)
-    assert len(same) >= 4, "\n".join(o.row() for o in outcomes)
-    assert sum(o.kills for o in outcomes) >= 5, "the runs ended before the churn hit them"
+    assert len(same) >= 2, "\n".join(o.row() for o in outcomes)
+    assert sum(o.kills for o in outcomes) >= 3, "the runs ended before the churn hit them"

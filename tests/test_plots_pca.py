@@ -161,6 +161,7 @@ def test_plot_pca__two_line_titles_stay_inside_the_figure(clustered, method):
     out = fit.plot(rng=5)
     fig = out.figure
     assert any("\n" in ax.get_title() for ax in fig.axes)  # the titles wrap
-    raster = rasterize(fig, 60)
-    assert not titles_outside(fig, fig._get_renderer())
-    assert (raster.pixels[0] == 255).all()  # nothing drawn up to the top edge
+    for dpi in (100, 150):  # the dpis the package draws at (notebook PNG, saved files)
+        raster = rasterize(fig, dpi)
+        assert not titles_outside(fig, fig._get_renderer())
+        assert (raster.pixels[0] == 255).all(), dpi  # nothing drawn up to the top edge

@@ -362,6 +362,10 @@ def scree_stage(
         "passes": passes,
         "draw_order": "lockstep" if lockstep else "sequential",
     }
+    adaptive = [m for m in methods if m in ADAPTIVE_SCALE_METHODS]
+    if adaptive:  # their cut-offs are private estimates; their records' scales follow them
+        meta["post_processing"] = ["ledger", *sorted({k for m in adaptive
+                                                      for k in ADAPTIVE_SCALE_METHODS[m]})]
     return Part(build_scree_result(
         methods=methods, scree=scree, scree_raw=raw, pve=pve, directions=directions,
         variables=source.variables,
@@ -371,6 +375,15 @@ def scree_stage(
         angles=None if released.angles is None else released.angles[:k],
         guaranteed=None if released.guaranteed is None else released.guaranteed[:k],
     ), tuple(ledger))
+
+
+ADAPTIVE_SCALE_METHODS = {"pmwm": ("lower", "upper"), "huber": ("m2", "tau")}
+"""Scree methods whose noise scale follows a private estimate made in the same release, with
+the keys of that estimate in the method's ``releases`` details: PMWM's private winsorizing
+cut-offs (Durfee's upper answer and the lower cut-off below it), Huber's private m2 (its
+histogram) and the scale tau from it. Those details and the method's ledger records (grid,
+scale, sensitivity) are post-processing of the private estimates, so the release declares them
+in ``post_processing`` (tests/test_neighbours.py)."""
 
 
 def _check_center(correction: float, released: np.ndarray) -> None:

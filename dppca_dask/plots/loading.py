@@ -42,7 +42,7 @@ from dppca_dask.plots._style import (
 )
 from dppca_dask.results.plotters import register_plot
 
-__all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "plot_loading", "repel_labels"]
+__all__ = ["LOADING_PLOT_TYPES", "LoadingPlot", "group_text", "plot_loading", "repel_labels"]
 
 LOADING_PLOT_TYPES = ("vector", "point", "heatmap")
 _OWNER = "plot"
@@ -192,6 +192,21 @@ def short_name(name: str) -> str:
     return "\n".join(lines[:2]) + ("…" if len(lines) > 2 else "")
 
 
+def group_text(names: list[str], width: int) -> str:
+    """The label of tips that share one: as many names as fit in ``width`` characters ("V1, V2,
+    V3"), then "+m" for the others; a single long name is wrapped (:func:`short_name`).
+
+    >>> group_text(["X5", "X4", "X3"], 20), group_text(["alpha_long", "beta_lon", "c"], 20)
+    ('X5, X4, X3', 'alpha_long, beta_lon +1')
+    """
+    shown, used = 1, len(names[0])
+    while shown < len(names) and used + 2 + len(names[shown]) <= width:
+        used += 2 + len(names[shown])
+        shown += 1
+    head = ", ".join(names[:shown]) if shown > 1 else short_name(names[0])
+    return head + (f" +{len(names) - shown}" if len(names) > shown else "")
+
+
 def _label_all(ax: Any, df: pd.DataFrame, tol: float = 0.09) -> None:
     """Label the longest tips (at most :data:`MAX_TIP_LABELS`); tips closer than ``tol`` share
     one label ("V1, V2 +3"); long names are wrapped (:data:`LABEL_WIDTH`)."""
@@ -209,11 +224,7 @@ def _label_all(ax: Any, df: pd.DataFrame, tol: float = 0.09) -> None:
                 groups.append((x, y, [name]))
     texts = []
     for x, y, names in groups:
-        pair = len(names) > 1 and len(names[0]) + len(names[1]) + 2 <= LABEL_WIDTH
-        shown = 2 if pair else 1
-        head = ", ".join(names[:2]) if pair else short_name(names[0])
-        text = head + (f" +{len(names) - shown}" if len(names) > shown else "")
-        texts.append(_label(ax, x, y, text, "black", len(names)))
+        texts.append(_label(ax, x, y, group_text(names, LABEL_WIDTH), "black", len(names)))
     ax._dppca_labels = texts  # placed once the whole figure is laid out
     ax._dppca_tips = xy  # labels keep off every tip where they can
     ax._dppca_unlabelled = len(df) - sum(len(g[2]) for g in groups)

@@ -165,14 +165,12 @@ def _draw_arrows(ax: Any, arrows: pd.DataFrame, radius: Sequence[float], base_si
         else:
             if len(groups) < MAX_ARROW_LABELS:
                 groups.append((dx[j], dy[j], int(j), [name]))
-    from dppca_dask.plots.loading import short_name
+    from dppca_dask.plots.loading import group_text
 
     texts = []
     for ux, uy, j, names in groups:
         r = float(np.hypot(ux, uy)) or 1.0
-        shown = 2 if len(names) > 1 and len(names[0]) + len(names[1]) <= 24 else 1
-        head = ", ".join(names[:2]) if shown == 2 else short_name(names[0])
-        text = head + (f" +{len(names) - shown}" if len(names) > shown else "")
+        text = group_text(names, 26)
         x1, y1 = float(arrows["x1"].iloc[j]), float(arrows["y1"].iloc[j])
         label = ax.text(x1 + 0.04 * rx * ux / r, y1 + 0.04 * ry * uy / r, text,
                         fontsize=base_size * 0.62, ha="left" if ux >= 0 else "right",

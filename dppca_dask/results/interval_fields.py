@@ -57,11 +57,12 @@ def _describe(attrs: Any) -> str:
 
 
 def interval_fields(ds: Any) -> list[IntervalField]:
-    """Every interval of ``ds`` (an xarray Dataset), in the dataset's variable order."""
+    """Every interval of ``ds`` (an xarray Dataset), in the order of their variables' names (a
+    store does not keep the in-memory dataset's variable order; every surface must read the
+    same from both)."""
     out: list[IntervalField] = []
     seen: set[str] = set()
-    names = [str(n) for n in ds.data_vars]
-    for name in names:
+    for name in sorted(str(n) for n in ds.data_vars):
         attrs = ds[name].attrs
         if name in seen or "interval_level" not in attrs:
             continue

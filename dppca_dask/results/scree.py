@@ -271,11 +271,12 @@ def interval_variables(meta: Mapping[str, Any], scree_raw: np.ndarray,
     if scree is not None:
         values = np.atleast_2d(np.asarray(scree, dtype=np.float64))
         total = values.sum(axis=1, keepdims=True)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cumulative = np.where(total > 0, np.cumsum(values, axis=1) / total, np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):  # all zero: 0, as the PVE is
+            cumulative = np.where(total > 0, np.cumsum(values, axis=1) / total, 0.0)
         out["cumulative_pve"] = (("mechanism", "component"), cumulative, {
             "private": 1, "description": "private cumulative proportion of variance explained "
-            "over the k returned components (post-processing of scree)"})
+            "over the k returned components (post-processing of scree; 0 where every released "
+            "value is 0, as the PVE)"})
         rows = np.asarray(_sampling_rows(meta), dtype=np.float64)[:, None]
         out["scree_sampling_sd"] = (("mechanism", "component"),
                                     values * np.sqrt(2.0 / (rows - 1.0)), {
