@@ -25,7 +25,7 @@ def test_benchmark_kendall__quick_mode_runs_every_section(capsys):
     finally:
         del sys.modules["bench_kendall"]
     sections = {row[0] for row in rows}
-    assert sections == {"dgemm", "kernel", "dask", "ooc", "blocks", "total"}
+    assert sections == {"dgemm", "roofline", "kernel", "dask", "ooc", "blocks", "total"}
     ooc = [row for row in rows if row[0] == "ooc"]
     assert ooc[0][3].endswith("identical: True")  # out-of-core output = in-memory output
     out = capsys.readouterr().out
@@ -50,3 +50,16 @@ def test_benchmark_scale__graphs_and_their_no_op_copies(tmp_path):
             assert dask.get(noops, keys) in (None, [None], (None,))
             tasks[name] = len(graph)
     assert tasks["one round on the kept scores"] * 5 < tasks["one round on X (before)"]
+
+
+def test_benchmark_kendall_microkernel__prototypes_equal_the_production_weights():
+    """benchmarks/kendall_microkernel.py --quick: its numba prototypes give the production weight
+    pass's weights bit for bit, so its speed ratios compare equal work."""
+    from tests.helpers import benchmark_module
+
+    with benchmark_module("kendall_microkernel", "bench_microkernel") as bench:
+        rows = bench.main(["--quick"])
+    protos = [row for row in rows if row[0] == "prototype"]
+    assert {row[1] for row in protos} == {"p=10 rows", "p=10 registers"}
+    assert all(row[3] == "weights identical: True" for row in protos)
+    assert {row[0] for row in rows} == {"steps", "prototype", "asm", "load"}
