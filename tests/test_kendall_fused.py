@@ -89,6 +89,7 @@ def test_tile_fused__one_compiled_signature():
     # the loops are compiled on the first call (numba imported lazily): read them now
     assert len(kendall_fused._weights_panel.signatures) == 1
     assert len(kendall_fused._near_pairs.signatures) == 1
+    assert len(kendall_fused._row_pairs.signatures) == 1
 
 
 def _heavy(kind, n, p, seed):
