@@ -25,7 +25,8 @@ Sections (docs/performance.md explains them and the defaults they led to):
    mid-range centre for heavy tails (``centre="midrange"``), the one-centre kernel for clusters
    (``switch=False``), timed on ``heavy_before_rows`` rows of A against the full B.
 7. ``roofline`` (first): per p in (10, 50, 100) and per data kind (Gaussian, multivariate t(2),
-   4 tight clusters), the unfused and the fused kernel on 2 threads the way a pass runs them
+   4 tight clusters), the unfused kernel, the fused kernel before the column chunks ("old
+   fused": whole 256 × b panels) and the fused kernel on 2 threads the way a pass runs them
    (one tile per thread concurrently, BLAS on one thread each) as % of the 2-thread dgemm
    roofline (pairs/s · 4p / flop/s of a large matmul on 2 BLAS threads), the dgemm timed in
    every pass between the kernels: best/best and the median of the per-pass ratios.
@@ -66,7 +67,7 @@ FULL = {
     "ooc_n": 1_600_000, "ooc_p": 50, "ooc_limit": 512 * 2**20, "ooc_block": 2048,
     "blocks_n": 200_000, "blocks_p": 10, "blocks": (512, 2048, 8192),
     "heavy_p": (10, 50, 100), "heavy_before_rows": 256,
-    "roof_p": (10, 50, 100), "roof_threads": 2, "roof_passes": 5, "roof_unfused_rows": 512,
+    "roof_p": (10, 50, 100), "roof_threads": 2, "roof_passes": 7, "roof_unfused_rows": 512,
 }
 QUICK = {
     "p": (10, 50), "tile": 512, "ref_tile": 64, "dgemm": 500,
@@ -207,15 +208,21 @@ def heavy_rows(cfg: dict, repeat: int) -> list[tuple]:
 ROOF_KINDS = ("gaussian", "t(2)", "4 clusters")
 
 
-def _fresh_fused(a: np.ndarray, b: np.ndarray) -> Any:
+def _fresh_fused(a: np.ndarray, b: np.ndarray, **kw: Any) -> Any:
     """``tile_fused`` as a pass's first piece of a tile runs it: without the thread's memory of
     tile contexts (so the centre and the cluster analysis are paid, as once per tile in a pass)."""
     kendall_fused._SCRATCH.__dict__.pop("contexts", None)
-    return tile_fused(a, b)
+    return tile_fused(a, b, **kw)
+
+
+def _old_fused(a: np.ndarray, b: np.ndarray) -> Any:
+    """The fused kernel before the column chunks: whole 256 × b panels (one chunk per panel is
+    the old code path exactly)."""
+    return _fresh_fused(a, b, panel_cols=2**62)
 
 
 def roofline_rows(cfg: dict) -> list[tuple]:
-    """Per p and data kind: the unfused and the fused kernel on ``roof_threads`` threads the
+    """Per p and data kind: the unfused, old fused and fused kernels on ``roof_threads`` threads the
     way a pass runs them (one tile per thread, concurrently, BLAS on one thread each: Dask's
     threads under ``threadpool_limits(1)``), as % of a large dgemm on the same number of BLAS
     threads -- roofline = pairs/s · 4p / dgemm flop/s. Every pass times the dgemm and then every
@@ -227,7 +234,7 @@ def roofline_rows(cfg: dict) -> list[tuple]:
     size = cfg["dgemm"]
     rng = np.random.default_rng(1)
     m1, m2 = rng.normal(size=(size, size)), rng.normal(size=(size, size))
-    kernels = {"unfused": tile_blas_unfused, "fused": _fresh_fused}
+    kernels = {"unfused": tile_blas_unfused, "old fused": _old_fused, "fused": _fresh_fused}
     rows = []
     with ThreadPoolExecutor(threads) as pool:
 
@@ -271,8 +278,10 @@ def roofline_rows(cfg: dict) -> list[tuple]:
                     median = np.median([pairs / t * 4 * p / f for t, f in zip(times, flops,
                                                                               strict=True)])
                     cells.append(f"{name} {best_ratio:.0%} (median {median:.0%})")
+                old = np.median(np.array(took[kind, "old fused"]) / np.array(took[kind, "fused"]))
                 rows.append(("roofline", f"p={p} {kind}", " | ".join(cells),
-                             f"fused {rate['fused']:.3g} pairs/s on {threads} threads, "
+                             f"fused {rate['fused']:.3g} pairs/s on {threads} threads; "
+                             f"{old:.2f}x old fused (median of passes); "
                              f"{rate['fused'] / rate['unfused']:.1f}x unfused"))
     return rows
 

@@ -5,9 +5,9 @@ Plain Python; prints one table (``python benchmarks/kendall_microkernel.py``, ab
 candidates interleaved pass by pass (best and median over ``--passes`` passes), the load
 average printed with the table. docs/performance.md §1 ("What was tried") explains it.
 
-Per p, on one 256 × 4096 panel (the production panel) of Gaussian rows:
+Per p, on one 256 × 1024 chunk of a panel (the production chunk) of Gaussian rows:
 
-* ``steps``: the production panel's three steps alone -- the Gram GEMM (BLAS), the numba
+* ``steps``: the production chunk's three steps alone -- the Gram GEMM (BLAS), the numba
   weight pass (``_weights_panel``: distance, near test, one division per pair) and the second
   GEMM ``[Sb|1]ᵀ Wᵀ`` (BLAS) -- each as the share of the roofline's time per pair it costs
   (roofline: 4p flops per pair at the 1-thread dgemm rate measured in the same pass; the sum of
@@ -18,7 +18,11 @@ Per p, on one 256 × 4096 panel (the production panel) of Gaussian rows:
   columns vectorised by LLVM; ``registers`` -- a 2 × 8 block of G in scalar accumulators
   (the register-blocked micro-kernel shape; relies on LLVM's SLP vectoriser); both with
   ``fastmath={"contract"}`` (FMA) only. Their results equal the production weights bit for
-  bit (checked); the ``asm`` row counts the vector registers LLVM used (ymm: 4 doubles, zmm: 8).
+  bit (checked); the ``asm`` row counts the vector registers LLVM used (ymm: 4 doubles, zmm: 8);
+* ``reciprocal``: the weight pass alone with the division replaced by a single-precision
+  reciprocal refined by two Newton steps in double (``vdivps`` is ~3× the throughput of
+  ``vdivpd``; out-of-range d excluded), against the production weight pass on the same Gram
+  chunk; its weights differ from 1/d by a few ulps (max relative difference printed).
 """
 
 from __future__ import annotations
@@ -99,7 +103,7 @@ def _registers_source(rows: int = 2, lanes: int = 8) -> str:
     return "\n".join(out)
 
 
-def compile_prototypes() -> tuple[Any, Any, dict[str, Any]]:
+def compile_prototypes() -> tuple[Any, Any, Any, dict[str, Any]]:
     import numba
 
     ns: dict = {"np": np, "NEAR_RATIO": NEAR_RATIO}
@@ -117,7 +121,32 @@ def compile_prototypes() -> tuple[Any, Any, dict[str, Any]]:
                 far += rows4(g, i, sa, sbt, j0, min(CHUNK, cols - j0), nb, c, na, floor)
         return far
 
-    return rows_panel, registers, {"rows": rows4, "registers": registers}
+    @numba.njit(**JIT)
+    def newton_row(g, ni, nb, c, floor):  # pragma: no cover - compiled
+        far = 0
+        for j in range(g.shape[0]):
+            s = ni + nb[j]
+            d = s - 2.0 * g[j]
+            ok = (d > NEAR_RATIO * s + floor) & (d < np.inf) & (d > 2.0**-120) & (d < 2.0**120)
+            dd = d if ok else 1.0
+            y = np.float64(np.float32(1.0) / np.float32(dd))
+            y = y + y * (1.0 - dd * y)
+            y = y + y * (1.0 - dd * y)
+            w = y if ok else 0.0
+            g[j] = w
+            c[j] += w
+            far += ok
+        return far
+
+    @numba.njit(**JIT)
+    def newton_panel(g, na, nb, c, floor):  # pragma: no cover - compiled
+        far = 0
+        for i in range(g.shape[0]):
+            far += newton_row(g[i], na[i], nb, c, floor)
+        return far
+
+    return rows_panel, registers, newton_panel, {"rows": rows4, "registers": registers,
+                                                 "reciprocal": newton_row}
 
 
 def _width(fn: Any) -> str:
@@ -133,7 +162,7 @@ def timeit(fn: Callable[[], object]) -> float:
 
 
 def measure(p: int, size: int, panel: int, cols: int, passes: int, rows_panel: Callable,
-            registers: Callable) -> list[tuple]:
+            registers: Callable, newton: Callable) -> list[tuple]:
     """The ``steps`` and ``prototype`` rows of one p (see the module docstring)."""
     rng = np.random.default_rng(p)
     big = np.random.default_rng(0).normal(size=(size, size))
@@ -163,6 +192,13 @@ def measure(p: int, size: int, panel: int, cols: int, passes: int, rows_panel: C
     for fn in protos.values():
         fn()
     same = np.array_equal(g, gr) and np.array_equal(g, gg)
+    gram = sa @ gram_t
+    gn, cn = gram.copy(), np.zeros(cols)
+    newton(gn, na, nb, cn, FLOOR)
+    g1 = gram.copy()
+    kf._weights_panel(g1, na, nb, np.zeros(cols), FLOOR, start, skip, skip)
+    differ = float(np.max(np.abs(gn - g1) / np.where(g1 > 0, g1, 1.0)))
+    recip: list[float] = []
     share: dict[str, list[float]] = {k: [] for k in steps}
     speed: dict[str, list[float]] = {k: [] for k in protos}
     for _ in range(passes):
@@ -175,6 +211,10 @@ def measure(p: int, size: int, panel: int, cols: int, passes: int, rows_panel: C
             took = timeit(fn)
             after = timeit(blas)
             speed[name].append(min(before, after) / took)
+        np.copyto(g1, gram)
+        np.copyto(gn, gram)
+        plain = timeit(lambda: kf._weights_panel(g1, na, nb, c, FLOOR, start, skip, skip))
+        recip.append(plain / timeit(lambda: newton(gn, na, nb, cn, FLOOR)))
     total = [sum(v[k] for v in share.values()) for k in range(passes)]
     out = [("steps", f"p={p} panel {panel}x{cols}",
             " | ".join(f"{k} {min(v):.2f}" for k, v in share.items()),
@@ -184,6 +224,9 @@ def measure(p: int, size: int, panel: int, cols: int, passes: int, rows_panel: C
         out.append(("prototype", f"p={p} {name}",
                     f"{max(v):.2f}x BLAS Gram + weight pass (median {np.median(v):.2f}x)",
                     f"weights identical: {same}"))
+    out.append(("prototype", f"p={p} reciprocal",
+                f"{max(recip):.2f}x the weight pass (median {np.median(recip):.2f}x)",
+                f"max relative difference of the weights {differ:.1e}"))
     return out
 
 
@@ -193,14 +236,14 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     parser.add_argument("--passes", type=int, default=None, help="interleaved passes (default 9)")
     args = parser.parse_args(argv)
     passes = args.passes or (1 if args.quick else 9)
-    size, panel, cols, ps = (400, 64, 512, (10,)) if args.quick else (1500, 256, 4096, (10, 50))
+    size, panel, cols, ps = (400, 64, 512, (10,)) if args.quick else (1500, 256, 1024, (10, 50))
     kf.numba_available()
-    rows_panel, registers, fns = compile_prototypes()
+    rows_panel, registers, newton, fns = compile_prototypes()
     load = os.getloadavg()[0]
     out: list[tuple] = []
     with threadpool_limits(1):
         for p in ps:
-            out += measure(p, size, panel, cols, passes, rows_panel, registers)
+            out += measure(p, size, panel, cols, passes, rows_panel, registers, newton)
     for name, fn in fns.items():
         out.append(("asm", name, _width(fn), ""))
     out.append(("load", f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}",

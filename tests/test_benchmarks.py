@@ -59,7 +59,8 @@ def test_benchmark_kendall_microkernel__prototypes_equal_the_production_weights(
 
     with benchmark_module("kendall_microkernel", "bench_microkernel") as bench:
         rows = bench.main(["--quick"])
-    protos = [row for row in rows if row[0] == "prototype"]
-    assert {row[1] for row in protos} == {"p=10 rows", "p=10 registers"}
-    assert all(row[3] == "weights identical: True" for row in protos)
+    protos = {row[1]: row for row in rows if row[0] == "prototype"}
+    assert set(protos) == {"p=10 rows", "p=10 registers", "p=10 reciprocal"}
+    assert protos["p=10 rows"][3] == protos["p=10 registers"][3] == "weights identical: True"
+    assert float(protos["p=10 reciprocal"][3].split()[-1]) < 1e-14  # a few ulps from 1/d
     assert {row[0] for row in rows} == {"steps", "prototype", "asm", "load"}
