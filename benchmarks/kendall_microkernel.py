@@ -151,8 +151,11 @@ def compile_prototypes() -> tuple[Any, Any, Any, dict[str, Any]]:
 
 def _width(fn: Any) -> str:
     asm = "".join(fn.inspect_asm().values())
-    return (f"{len(re.findall('ymm', asm))} ymm / {len(re.findall('zmm', asm))} zmm operands, "
-            f"{len(re.findall('vdivpd', asm))} vdivpd, {len(re.findall('vdivsd', asm))} vdivsd")
+    ymm, zmm = len(re.findall("ymm", asm)), len(re.findall("zmm", asm))
+    packed, scalar = len(re.findall(r"vfmadd\w*pd", asm)), len(re.findall(r"vfmadd\w*sd", asm))
+    divpd, divsd = len(re.findall("vdivpd", asm)), len(re.findall("vdivsd", asm))
+    return (f"{ymm} ymm / {zmm} zmm operands; FMA packed {packed} / scalar {scalar}; "
+            f"vdivpd {divpd} / vdivsd {divsd}")
 
 
 def timeit(fn: Callable[[], object]) -> float:
