@@ -104,9 +104,9 @@ PANEL_ROWS = 256
 """Rows of A per panel (measured: docs/performance.md §1)."""
 PANEL_COLS = 1024
 """Columns per chunk of a panel: the GEMMs, the weight pass and the exact path run on
-``PANEL_ROWS × PANEL_COLS`` chunks (2 MiB) of the panel, which stay in the core's L2/L3 share
-while the second GEMM reads them; a whole 256 × 4096 panel (8 MiB) was 1.4–2× slower on 2
-threads (two kernels contending for the shared L3; measured: docs/performance.md §1)."""
+``PANEL_ROWS × PANEL_COLS`` chunks (2 MiB) of the panel, which stay in the core's share of the
+cache while the second GEMM reads them; a whole 256 × 4096 panel (8 MiB) was 1.0–1.25× slower
+on 2 threads (two kernels sharing the L3), 1.0–1.2× on one (docs/performance.md §1)."""
 
 
 _SCRATCH = threading.local()
