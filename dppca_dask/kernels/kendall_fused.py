@@ -58,7 +58,8 @@ on the fast path (measured in docs/performance.md §1b: near pairs 31–98 % →
 Determinism: numba runs with ``parallel=False`` and ``fastmath=False``; the centre, the groups
 and the labels are pure functions of the tile's rows (the per-thread memory of tile contexts
 is keyed by the exact bytes of the sample they are computed from) and every sum has a fixed
-order (near pairs in row-major order, in chunks of a fixed size), so one input gives one
+order (near pairs in row-major order within each panel chunk, in chunks of a fixed size;
+a panel's column chunks in column order), so one input gives one
 result, bit for bit, on one machine and BLAS thread count. Non-finite input raises :class:`~dppca_dask.errors.InputError` before any
 arithmetic.
 
