@@ -24,6 +24,13 @@ Sections (docs/performance.md explains them and the defaults they led to):
    kernel's ``TileStats``), with the production kernel (full tile) and the "before": the old
    mid-range centre for heavy tails (``centre="midrange"``), the one-centre kernel for clusters
    (``switch=False``), timed on ``heavy_before_rows`` rows of A against the full B.
+7. ``roofline`` (first): per p in (10, 50, 100) and per data kind (Gaussian, multivariate t(2),
+   4 tight clusters), the unfused kernel, the fused kernel before the column chunks ("old
+   fused": whole 256 × b panels) and the fused kernel on 2 threads the way a pass runs them
+   (one tile per thread concurrently, BLAS on one thread each) as % of the 2-thread dgemm
+   roofline (pairs/s · 4p / flop/s of a large matmul on 2 BLAS threads, the best of the run),
+   the dgemm timed in every pass between the kernels; "pass": the median of the per-pass
+   ratios.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from dppca_dask import dp_loading, privacy_control, spherical_kendall
 from dppca_dask.graph.compute import use_compute
 from dppca_dask.graph.kendall_layout import kendall_layout
 from dppca_dask.graph.kendall_units import _unit
+from dppca_dask.kernels import kendall_fused
 from dppca_dask.kernels.kendall import TileStats, tile_blas_unfused, tile_reference
 from dppca_dask.kernels.kendall_fused import tile_fused
 
@@ -60,6 +68,7 @@ FULL = {
     "ooc_n": 1_600_000, "ooc_p": 50, "ooc_limit": 512 * 2**20, "ooc_block": 2048,
     "blocks_n": 200_000, "blocks_p": 10, "blocks": (512, 2048, 8192),
     "heavy_p": (10, 50, 100), "heavy_before_rows": 256,
+    "roof_p": (10, 50, 100), "roof_threads": 2, "roof_passes": 7, "roof_unfused_rows": 512,
 }
 QUICK = {
     "p": (10, 50), "tile": 512, "ref_tile": 64, "dgemm": 500,
@@ -67,6 +76,7 @@ QUICK = {
     "ooc_n": 60_000, "ooc_p": 10, "ooc_limit": 512 * 2**20, "ooc_block": 512,
     "blocks_n": 3_000, "blocks_p": 5, "blocks": (64, 512),
     "heavy_p": (10,), "heavy_before_rows": 64,
+    "roof_p": (10,), "roof_threads": 2, "roof_passes": 1, "roof_unfused_rows": 128,
 }
 
 
@@ -192,6 +202,92 @@ def heavy_rows(cfg: dict, repeat: int) -> list[tuple]:
                          f"{new / gauss:.2f}x gaussian, exact {near[kind, 'median']:.3%} | "
                          f"before ({what}): {old:.3g} pairs/s, {old / gauss_before:.3f}x, "
                          f"exact {near[kind, 'midrange']:.1%}"))
+    return rows
+
+
+# --- 7: the 2-thread roofline -----------------------------------------------------------------
+ROOF_KINDS = ("gaussian", "t(2)", "4 clusters")
+
+
+def _fresh_fused(a: np.ndarray, b: np.ndarray, **kw: Any) -> Any:
+    """``tile_fused`` as a pass's first piece of a tile runs it: without the thread's memory of
+    tile contexts (so the centre and the cluster analysis are paid, as once per tile in a pass)."""
+    kendall_fused._SCRATCH.__dict__.pop("contexts", None)
+    return tile_fused(a, b, **kw)
+
+
+def _old_fused(a: np.ndarray, b: np.ndarray) -> Any:
+    """The fused kernel before the column chunks: whole 256 × b panels (one chunk per panel is
+    the old code path exactly)."""
+    return _fresh_fused(a, b, panel_cols=2**62)
+
+
+def roofline_rows(cfg: dict) -> list[tuple]:
+    """Per p and data kind: the unfused, old fused and fused kernels on ``roof_threads`` threads the
+    way a pass runs them (one tile per thread, concurrently, BLAS on one thread each: Dask's
+    threads under ``threadpool_limits(1)``), as % of a large dgemm on the same number of BLAS
+    threads -- roofline = pairs/s · 4p / dgemm flop/s. Every pass times the dgemm and then every
+    kernel on every kind in turn (so all see the same load); printed: the kernel's best time
+    against the best dgemm of the whole run (the roofline) and, as "pass", the median over
+    passes of the kernel against the dgemm of its own pass. The unfused kernel runs on ``roof_unfused_rows``
+    rows of A against the full B (its exact path makes full clustered tiles take minutes);
+    the fused one on the full tile."""
+    threads, tile, sub = cfg["roof_threads"], cfg["tile"], cfg["roof_unfused_rows"]
+    size = cfg["dgemm"]
+    rng = np.random.default_rng(1)
+    m1, m2 = rng.normal(size=(size, size)), rng.normal(size=(size, size))
+    kernels = {"unfused": tile_blas_unfused, "old fused": _old_fused, "fused": _fresh_fused}
+    rows = []
+    with ThreadPoolExecutor(threads) as pool:
+
+        def on_threads(kernel: Callable, a: np.ndarray, b: np.ndarray) -> float:
+            with threadpool_limits(1):
+                start = time.perf_counter()
+                list(pool.map(lambda _: kernel(a, b), range(threads)))
+                return time.perf_counter() - start
+
+        measured = []
+        for p in cfg["roof_p"]:
+            tiles = {}
+            for kind in ROOF_KINDS:
+                x = heavy_data(kind, 2 * tile, p, seed=p)
+                tiles[kind] = x[:tile], x[tile:]
+                for kernel in kernels.values():  # warm up (numba cache, scratch buffers)
+                    on_threads(kernel, tiles[kind][0][: 2 * p + 8], tiles[kind][1])
+            load = os.getloadavg()[0]
+            gemm: list[float] = []
+            took: dict[tuple[str, str], list[float]] = {}
+            for _ in range(cfg["roof_passes"]):
+                with threadpool_limits(threads):
+                    gemm.append(best(lambda: m1 @ m2, 1))
+                for kind in ROOF_KINDS:
+                    a, b = tiles[kind]
+                    for name, kernel in kernels.items():
+                        rows_a = a[:sub] if name == "unfused" else a
+                        took.setdefault((kind, name), []).append(on_threads(kernel, rows_a, b))
+            measured.append((p, load, [2.0 * size**3 / t for t in gemm], took))
+    # the roofline: the best dgemm of the whole run (a property of the machine, not of a p)
+    peak = max(max(flops) for _, _, flops, _ in measured)
+    for p, load, flops, took in measured:
+        rows.append(("roofline", f"p={p} dgemm {size}^3 on {threads} BLAS threads",
+                     f"best {max(flops) / 1e9:.1f} GFLOP/s, median {np.median(flops) / 1e9:.1f}",
+                     f"roofline {peak / 1e9:.1f} (the run's best); load average {load:.1f}"))
+        for kind in ROOF_KINDS:
+            cells = []
+            rate = {}
+            for name in kernels:
+                ra = sub if name == "unfused" else tile
+                pairs = threads * ra * tile
+                times = took[kind, name]
+                rate[name] = pairs / min(times)
+                median = np.median([pairs / t * 4 * p / f for t, f in zip(times, flops,
+                                                                          strict=True)])
+                cells.append(f"{name} {rate[name] * 4 * p / peak:.0%} (pass {median:.0%})")
+            old = np.median(np.array(took[kind, "old fused"]) / np.array(took[kind, "fused"]))
+            rows.append(("roofline", f"p={p} {kind}", " | ".join(cells),
+                         f"fused {rate['fused']:.3g} pairs/s on {threads} threads; "
+                         f"{old:.2f}x old fused (median of passes); "
+                         f"{rate['fused'] / rate['unfused']:.1f}x unfused"))
     return rows
 
 
@@ -364,7 +460,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke test)")
     parser.add_argument("--repeat", type=int, default=None, help="best of N (default 3; quick 1)")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["kernel", "heavy", "dask", "ooc", "blocks"],
+                        choices=["roofline", "kernel", "heavy", "dask", "ooc", "blocks"],
                         help="sections to skip")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
@@ -377,6 +473,9 @@ def main(argv: list[str] | None = None) -> list[tuple]:
              f"load average {load:.1f} on {os.cpu_count()} cores")]
     workdir = Path(tempfile.mkdtemp(prefix="dppca-bench-"))
     try:
+        if "roofline" not in args.skip:
+            say("roofline: kernels on 2 threads vs dgemm on 2 threads")
+            rows += roofline_rows(cfg)
         if "kernel" not in args.skip:
             say("kernels")
             with threadpool_limits(1):

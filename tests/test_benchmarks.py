@@ -25,7 +25,7 @@ def test_benchmark_kendall__quick_mode_runs_every_section(capsys):
     finally:
         del sys.modules["bench_kendall"]
     sections = {row[0] for row in rows}
-    assert sections == {"dgemm", "kernel", "dask", "ooc", "blocks", "total"}
+    assert sections == {"dgemm", "roofline", "kernel", "dask", "ooc", "blocks", "total"}
     ooc = [row for row in rows if row[0] == "ooc"]
     assert ooc[0][3].endswith("identical: True")  # out-of-core output = in-memory output
     out = capsys.readouterr().out
@@ -62,3 +62,17 @@ def test_benchmark_exact_noise__quick_mode_prints_every_cell(capsys):
     rows = [line for line in lines if line.startswith(("| gaussian", "| laplace"))]
     assert len(rows) == 12 and all(row.count("|") == 9 for row in rows)
     assert "single-value gaussian_release, csprng" in capsys.readouterr().out
+
+
+def test_benchmark_kendall_microkernel__prototypes_equal_the_production_weights():
+    """benchmarks/kendall_microkernel.py --quick: its numba prototypes give the production weight
+    pass's weights bit for bit, so its speed ratios compare equal work."""
+    from tests.helpers import benchmark_module
+
+    with benchmark_module("kendall_microkernel", "bench_microkernel") as bench:
+        rows = bench.main(["--quick"])
+    protos = {row[1]: row for row in rows if row[0] == "prototype"}
+    assert set(protos) == {"p=10 rows", "p=10 registers", "p=10 reciprocal"}
+    assert protos["p=10 rows"][3] == protos["p=10 registers"][3] == "weights identical: True"
+    assert float(protos["p=10 reciprocal"][3].split()[-1]) < 1e-14  # a few ulps from 1/d
+    assert {row[0] for row in rows} == {"steps", "prototype", "asm", "load"}

@@ -32,15 +32,18 @@ def _one_blas_thread():
         yield
 
 
-@pytest.mark.parametrize("panel_rows", [1, 7, 256])
+@pytest.mark.parametrize(("panel_rows", "panel_cols"),
+                         [(1, 1024), (7, 1024), (256, 1024), (7, 5), (256, 64), (3, 1)])
 @pytest.mark.parametrize("name", list(kendall_datasets(0)))
-def test_tile_fused__any_panel_height_equals_all_kernels(name, panel_rows, global_seed):
+def test_tile_fused__any_panel_height_equals_all_kernels(name, panel_rows, panel_cols,
+                                                         global_seed):
+    # panel_cols: the column chunks of a panel (the production 1024 is wider than these tiles)
     x = kendall_datasets(global_seed)[name]
     half = len(x) // 3
     for a, b in ((x, None), (x[:half], x[half:])):
         expected, count = brute_force(a, b)
         atol = 1e-12 * np.abs(expected).max()
-        got, m = tile_fused(a, b, panel_rows=panel_rows)
+        got, m = tile_fused(a, b, panel_rows=panel_rows, panel_cols=panel_cols)
         assert m == count
         np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
         for other in (tile_blas_unfused, tile_reference):
@@ -53,8 +56,8 @@ def test_tile_fused__near_pairs_across_panels_and_triangle():
     x = rng.normal(size=(40, 3)) * 1e-6 + 1e3
     x[rng.permutation(40)[:20]] += 7.0
     expected, _ = brute_force(x)
-    for panel_rows in (3, 16):
-        got, _ = tile_fused(x, panel_rows=panel_rows)
+    for panel_rows, panel_cols in ((3, 1024), (16, 1024), (3, 4), (16, 7)):
+        got, _ = tile_fused(x, panel_rows=panel_rows, panel_cols=panel_cols)
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
 
 
@@ -86,6 +89,7 @@ def test_tile_fused__one_compiled_signature():
     # the loops are compiled on the first call (numba imported lazily): read them now
     assert len(kendall_fused._weights_panel.signatures) == 1
     assert len(kendall_fused._near_pairs.signatures) == 1
+    assert len(kendall_fused._row_pairs.signatures) == 1
 
 
 def _heavy(kind, n, p, seed):
@@ -186,8 +190,9 @@ def test_tile_fused__awkward_tile_sizes(rows_a, rows_b):
     b = None if rows_b is None else x[300 : 300 + rows_b]
     expected, count = tile_reference(a, b)
     scale = max(np.abs(expected).max(), 1.0)
-    for panel_rows, chunk in ((256, None), (7, 3), (1, 1)):
-        got, m = tile_fused(a, b, panel_rows=panel_rows, near_chunk=chunk)
+    for panel_rows, chunk, cols in ((256, None, 1024), (7, 3, 1024), (1, 1, 1024), (7, 3, 33),
+                                    (256, None, 100)):
+        got, m = tile_fused(a, b, panel_rows=panel_rows, near_chunk=chunk, panel_cols=cols)
         assert m == count
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 * scale)
 
@@ -344,9 +349,10 @@ def test_tile_fused__held_out_kinds_exact_on_tiles_and_pieces(kind):
             lo, hi = rows or (0, len(u))
             expected, count = tile_reference(u[lo:hi], v)
         atol = 1e-14 * np.abs(expected).max()
-        for panel_rows in (256, 7):
+        for panel_rows, cols in ((256, 1024), (7, 1024), (256, 96)):
             stats = TileStats()
-            got, m = tile_fused(u, v, rows=rows, panel_rows=panel_rows, stats=stats)
+            got, m = tile_fused(u, v, rows=rows, panel_rows=panel_rows, panel_cols=cols,
+                                stats=stats)
             assert m == count == stats.pairs
             np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
             if kind in GROUPED and count >= kendall_fused.GROUP_MIN_PAIRS:
@@ -472,8 +478,8 @@ def test_tile_fused__compiled_loops_stay_in_bounds(tmp_path):
             x = _kind(kind, 700, 6)
             for a, b, rows in ((x, None, None), (x, None, (90, 400)), (x[:300], x[300:], None),
                                (x[:300], x[300:], (0, 170))):
-                for panel_rows in (256, 7):
-                    tile_fused(a, b, rows=rows, panel_rows=panel_rows)
+                for panel_rows, cols in ((256, 1024), (7, 1024), (256, 96), (7, 13)):
+                    tile_fused(a, b, rows=rows, panel_rows=panel_rows, panel_cols=cols)
         print("in bounds")
     """)
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path)}

@@ -3,8 +3,9 @@
 Same contract and mathematics as :func:`~dppca_dask.kernels.kendall.tile_reference`: the partial
 sum Σ u uᵀ, u = (b − a)/‖b − a‖, over the pairs a tile owns, and the pair count. The BLAS-3
 rewrite of docs/spec/ARCHITECTURE.md §3 with w_ij = 1/‖a_i − b_j‖² is evaluated in *row panels* of
-``PANEL_ROWS`` rows of A, so the only tile-sized temporary is one panel (e.g. 256 × 4096 float64
-= 8 MiB, which stays in cache) instead of several b × b matrices:
+``PANEL_ROWS`` rows of A, each in chunks of ``PANEL_COLS`` columns, so the only tile-sized
+temporary is one panel chunk (256 × 1024 float64 = 2 MiB, which stays in cache) instead of
+several b × b matrices; per chunk:
 
 1. ``G = Sa_p Sbᵀ`` (BLAS; S = the rows shifted to the tile's robust centre -- the coordinate-
    wise median of a row sample -- and scaled by a power of two: the same
@@ -21,7 +22,7 @@ rewrite of docs/spec/ARCHITECTURE.md §3 with w_ij = 1/‖a_i − b_j‖² is ev
    the exact path is bounded by the chunk, whatever the number of near pairs;
 4. ``[Sb | 1]ᵀ Wᵀ`` (BLAS): gives ``(W Sb)ᵀ`` and, from the column of ones, the row sums
    ``r = W1`` in the same product (so the fused pass has no floating-point reduction across a
-   row and vectorises without ``fastmath``).
+   row and vectorises without ``fastmath``); a panel's chunks add theirs in column order.
 
 Then Σ = Saᵀ diag(r) Sa + Sbᵀ diag(c) Sb − M − Mᵀ with M = Saᵀ W Sb, plus the near pairs.
 A diagonal tile (``b is None``) uses the strict upper triangle U of W (pairs i < j once):
@@ -57,7 +58,8 @@ on the fast path (measured in docs/performance.md §1b: near pairs 31–98 % →
 Determinism: numba runs with ``parallel=False`` and ``fastmath=False``; the centre, the groups
 and the labels are pure functions of the tile's rows (the per-thread memory of tile contexts
 is keyed by the exact bytes of the sample they are computed from) and every sum has a fixed
-order (near pairs in row-major order, in chunks of a fixed size), so one input gives one
+order (near pairs in row-major order within each panel chunk, in chunks of a fixed size;
+a panel's column chunks in column order), so one input gives one
 result, bit for bit, on one machine and BLAS thread count. Non-finite input raises :class:`~dppca_dask.errors.InputError` before any
 arithmetic.
 
@@ -100,7 +102,12 @@ NO_NUMBA_MESSAGE = ("numba is not installed: the Kendall pass uses the unfused N
                     "(same results, a few times slower); `pip install numba` for the fused one")
 
 PANEL_ROWS = 256
-"""Rows of A per panel: a 256 × b weight panel stays in L2/L3 (measured: docs/performance.md)."""
+"""Rows of A per panel (measured: docs/performance.md §1)."""
+PANEL_COLS = 1024
+"""Columns per chunk of a panel: the GEMMs, the weight pass and the exact path run on
+``PANEL_ROWS × PANEL_COLS`` chunks (2 MiB) of the panel, which stay in the core's share of the
+cache while the second GEMM reads them; a whole 256 × 4096 panel (8 MiB) was 1.0–1.25× slower
+on 2 threads (two kernels sharing the L3), 1.0–1.2× on one (docs/performance.md §1)."""
 
 
 _SCRATCH = threading.local()
@@ -131,7 +138,8 @@ def scratch_sizes() -> dict[str, int]:
 _JIT: dict[str, Any] = {"cache": True, "nogil": True, "error_model": "numpy", "boundscheck": False}
 # error_model="numpy": 1/0 gives inf instead of raising, so the division vectorises (0 never
 # reaches it: such a pair is near).  No fastmath, no parallel: results are bit-reproducible.
-_COMPILED = ("_weights_row", "_weights_panel", "_near_pairs", "_group_rows", "_shift_rows")  # callees first
+_COMPILED = ("_weights_row", "_weights_panel", "_near_pairs", "_group_rows", "_shift_rows",
+             "_row_pairs")  # callees first
 _STATE: dict[str, bool] = {}
 _LOCK = threading.Lock()
 
@@ -522,12 +530,17 @@ def _pairs(ra: int, rb: int, tri: bool) -> int:
     return ra * (rb - 1) - ra * (ra - 1) // 2 if tri else ra * rb
 
 
-def _row_pairs(start: np.ndarray, skip_lo: np.ndarray, skip_hi: np.ndarray, cols: int) -> int:
-    """Pairs of a panel's rows, as :func:`_weights_panel` counts them."""
-    s0 = np.clip(start, 0, cols)
-    k = np.clip(skip_lo, s0, cols)
-    m = np.clip(skip_hi, k, cols)
-    return int((k - s0).sum() + (cols - m).sum())
+def _row_pairs(start, skip_lo, skip_hi, cols):  # pragma: no cover - compiled
+    """Pairs of a panel's rows, as :func:`_weights_panel` counts them (compiled: the one-centre
+    pass counts every chunk's pairs for the switch, and NumPy's clips cost 8 % of a p = 10
+    tile)."""
+    total = 0
+    for i in range(start.shape[0]):
+        s0 = min(max(start[i], 0), cols)
+        k = min(max(skip_lo[i], s0), cols)
+        m = min(max(skip_hi[i], k), cols)
+        total += (k - s0) + (cols - m)
+    return total
 
 
 def _plain_panels(ra: int, step: int) -> list[tuple[int, int]]:
@@ -631,6 +644,7 @@ def _gram_pass(
     panels: list[tuple[int, int]], *, chunk: int, stats: TileStats | None,
     row_map: np.ndarray | None = None, col_map: np.ndarray | None = None,
     switch_pairs: int = 0, local: _Local | None = None, group: np.ndarray | None = None,
+    panel_cols: int = PANEL_COLS,
 ) -> np.ndarray | None:
     """Σ w (a − b)(a − b)ᵀ over the pairs of rows ``sa`` × window ``sw`` (shifted, scaled) that
     :func:`_weights_panel` keeps for ``start``/``skip_lo``/``skip_hi`` (window columns), plus
@@ -655,35 +669,47 @@ def _gram_pass(
     buf = _scratch("panel", (max(hi - lo for lo, hi in panels) * rb,))
     exact: np.ndarray | None = None
     near_seen = seen = 0
+    step = max(1, int(panel_cols))
     for lo, hi in panels:
-        col0 = min(int(start[lo:hi].min()), rb)  # the panel needs only the columns j ≥ col0
-        cols = rb - col0
-        st, kl, kh = start[lo:hi] - col0, skip_lo[lo:hi] - col0, skip_hi[lo:hi] - col0
-        g = buf[: (hi - lo) * cols].reshape(hi - lo, cols)
-        k0, k1 = min(max(int(kl[0]), 0), cols), min(max(int(kh[0]), 0), cols)
-        split = k1 > k0 and (kl == kl[0]).all() and (kh == kh[0]).all()
-        if split:  # one skipped range for the whole panel: the GEMMs leave it out
-            np.matmul(sa[lo:hi], sw1t[:p, col0 : col0 + k0], out=g[:, :k0])
-            np.matmul(sa[lo:hi], sw1t[:p, col0 + k1 :], out=g[:, k1:])
-        else:
-            np.matmul(sa[lo:hi], sw1t[:p, col0:], out=g)
-        near = _weights_panel(g, na[lo:hi], nw[col0:], c[col0:], floor, st, kl, kh)
-        if switch_pairs:
-            near_seen += near
-            seen += _row_pairs(st, kl, kh, cols)
-            if near_seen > SWITCH_FRACTION * seen and \
-                    near_seen * switch_pairs >= SWITCH_MIN_NEAR * seen:  # projected
-                return None
-        if near:
-            part = _exact_near(g, st, kl, kh, near, xr, xw, lo, col0, chunk, stats, row_map,
-                               col_map)
-            exact = part if exact is None else exact + part
-        if split:
-            y = sw1t[:, col0 : col0 + k0] @ g[:, :k0].T
-            y += sw1t[:, col0 + k1 :] @ g[:, k1:].T
-            ytr[:, lo:hi] = y
-        else:
-            ytr[:, lo:hi] = sw1t[:, col0:] @ g.T
+        first = True
+        # the panel needs only the columns j ≥ min(start); they are done in chunks of ``step``
+        for c0 in range(min(int(start[lo:hi].min()), rb), rb, step):
+            cols = min(step, rb - c0)
+            st, kl, kh = start[lo:hi] - c0, skip_lo[lo:hi] - c0, skip_hi[lo:hi] - c0
+            g = buf[: (hi - lo) * cols].reshape(hi - lo, cols)
+            k0, k1 = min(max(int(kl[0]), 0), cols), min(max(int(kh[0]), 0), cols)
+            split = k1 > k0 and (kl == kl[0]).all() and (kh == kh[0]).all()
+            if split and k0 == 0 and k1 == cols:
+                continue  # the chunk is the panel's skipped range: no pairs here
+            if split:  # one skipped range for the whole panel: the GEMMs leave it out
+                np.matmul(sa[lo:hi], sw1t[:p, c0 : c0 + k0], out=g[:, :k0])
+                np.matmul(sa[lo:hi], sw1t[:p, c0 + k1 : c0 + cols], out=g[:, k1:])
+            else:
+                np.matmul(sa[lo:hi], sw1t[:p, c0 : c0 + cols], out=g)
+            near = _weights_panel(g, na[lo:hi], nw[c0 : c0 + cols], c[c0 : c0 + cols], floor,
+                                  st, kl, kh)
+            if switch_pairs:
+                near_seen += near
+                seen += int(_row_pairs(st, kl, kh, cols))
+                if near_seen > SWITCH_FRACTION * seen and \
+                        near_seen * switch_pairs >= SWITCH_MIN_NEAR * seen:  # projected
+                    return None
+            if near:
+                part = _exact_near(g, st, kl, kh, near, xr, xw, lo, c0, chunk, stats, row_map,
+                                   col_map)
+                exact = part if exact is None else exact + part
+            if split:
+                y = sw1t[:, c0 : c0 + k0] @ g[:, :k0].T
+                y += sw1t[:, c0 + k1 : c0 + cols] @ g[:, k1:].T
+            else:
+                y = sw1t[:, c0 : c0 + cols] @ g.T
+            if first:
+                ytr[:, lo:hi] = y
+            else:
+                ytr[:, lo:hi] += y
+            first = False
+        if first:  # no pairs on this centre (every chunk skipped, or none left)
+            ytr[:, lo:hi] = 0.0
         if local is not None:  # the panel buffer is free again
             assert row_map is not None
             assert group is not None
@@ -786,6 +812,7 @@ def _local_coordinates(
 def _solve(
     xa: np.ndarray, xw: np.ndarray, tri: bool, *, shift: np.ndarray, groups: Groups | None,
     step: int, chunk: int, stats: TileStats | None, depth: int, switch: bool = False,
+    panel_cols: int = PANEL_COLS,
 ) -> np.ndarray:
     """Σ u uᵀ over the pairs of rows ``xa`` × window ``xw`` (``tri``: ``xa`` is the first rows
     of ``xw`` and row i pairs with the window rows after it), not yet symmetrised, on the
@@ -822,11 +849,11 @@ def _solve(
         if stats is not None and depth == 0:
             stats.switched += 1
         return _grouped(xa, xw, tri, sa, sw, floor, q, groups, step=step, chunk=chunk,
-                        stats=stats, depth=depth)
+                        stats=stats, depth=depth, panel_cols=panel_cols)
     start = np.arange(1, ra + 1) if tri else np.zeros(ra, dtype=np.int64)
     skip = np.full(ra, rb, dtype=np.int64)
     total = _gram_pass(sa, sw, tri, xa, xw, start, skip, skip, floor, _plain_panels(ra, step),
-                       chunk=chunk, stats=stats,
+                       chunk=chunk, stats=stats, panel_cols=panel_cols,
                        switch_pairs=_pairs(ra, rb, tri) if switch else 0)
     if total is not None:
         return total
@@ -844,7 +871,7 @@ def _solve(
 def _grouped(
     xa: np.ndarray, xw: np.ndarray, tri: bool, sa: np.ndarray, sw: np.ndarray, floor: float,
     q: np.ndarray, groups: Groups, *, step: int, chunk: int, stats: TileStats | None,
-    depth: int,
+    depth: int, panel_cols: int = PANEL_COLS,
 ) -> np.ndarray:
     """The grouped pass of :func:`_solve` (steps 1–3); ``q`` the pivots shifted and scaled
     like ``sa``/``sw``."""
@@ -889,7 +916,8 @@ def _grouped(
     sa_s = sw_s[:ra] if tri else np.take(sa, perm_r, axis=0, out=_scratch("sa_sorted", sa.shape))
     total = _gram_pass(sa_s, sw_s, tri, xa, xw, start, skip_lo, skip_hi, floor,
                        _grouped_panels(count_r, step), chunk=chunk, stats=stats,
-                       row_map=perm_r, col_map=perm_w, local=local, group=group)
+                       row_map=perm_r, col_map=perm_w, local=local, group=group,
+                       panel_cols=panel_cols)
     assert total is not None
     if local is not None:
         p = sa.shape[1]
@@ -914,7 +942,7 @@ def _grouped(
             sub_w, sub_a = xw[cols], xa[rows]
         total += _solve(sub_a, sub_w, tri, shift=groups.pivots[g - 1],
                         groups=groups.inner[g - 1], step=step, chunk=chunk, stats=stats,
-                        depth=depth + 1)
+                        depth=depth + 1, panel_cols=panel_cols)
     return total
 
 
@@ -1051,6 +1079,7 @@ def tile_fused(
     *,
     rows: tuple[int, int] | None = None,
     panel_rows: int = PANEL_ROWS,
+    panel_cols: int = PANEL_COLS,
     centre: Centre = "median",
     near_chunk: int | None = None,
     stats: TileStats | None = None,
@@ -1062,7 +1091,9 @@ def tile_fused(
     hi)``: only the pairs of rows lo:hi of ``a`` -- against every row of ``b``, or (``b is
     None``) against the rows of ``a`` after each of them: a work unit's piece of a tile, in
     one call. The other keywords are for tests and benchmarks; their defaults are the
-    production settings: ``panel_rows`` rows per panel; ``centre`` the tile's shift
+    production settings: ``panel_rows`` rows per panel, ``panel_cols`` columns per chunk of a
+    panel (the one-centre and grouped passes; the per-panel fallback uses whole panels);
+    ``centre`` the tile's shift
     (``"midrange"``: the old shift, comparisons only; it never uses local centres);
     ``near_chunk`` pairs per exact-path chunk (default ``NEAR_CHUNK_ELEMENTS // p``); ``stats``
     a :class:`~dppca_dask.kernels.kendall.TileStats` the kernel adds its pair, near-pair, chunk,
@@ -1107,5 +1138,5 @@ def tile_fused(
         shift, groups = tile_centre(a, None if diagonal else xw, centre), None
     total = _solve(xa, xw, diagonal, shift=shift, groups=groups, step=max(1, int(panel_rows)),
                    chunk=near_chunk_pairs(p, near_chunk), stats=stats, depth=0,
-                   switch=switch and centre == "median")
+                   switch=switch and centre == "median", panel_cols=max(1, int(panel_cols)))
     return (total + total.T) / 2.0, count
