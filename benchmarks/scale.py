@@ -169,7 +169,12 @@ def loopback(workers: int, base: Path) -> Iterator[tuple[Any, int]]:
 
     bindir = Path(sys.executable).parent
     file = base / f"scheduler-{time.monotonic_ns()}.json"  # a new one: never a stale address
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # One BLAS thread per single-threaded worker, as Dask's nanny sets for the workers it spawns
+    # (distributed.nanny.pre-spawn-environ); these workers run without a nanny, and OpenBLAS
+    # would otherwise start a thread per core in each of them: 2 workers on 2 cores then ran
+    # 0.65x the speed of one, 4 workers 0.34x (measured 2026-12-07).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     procs = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1",
                                "--port", "0", "--dashboard-address", ":0", "--scheduler-file",
                                str(file)], env=env, stdout=subprocess.DEVNULL,
@@ -199,14 +204,16 @@ def schedule(graph: dict, keys: list, workers: int, base: Path) -> dict[str, flo
     with loopback(workers, base) as (client, pid):
         proc = psutil.Process(pid)
         idle = proc.memory_info().rss
+        cpu0 = sum(proc.cpu_times()[:2])
         with _Peak(pid) as peak:
             start = time.perf_counter()
             futures = client.get(noops, keys, sync=False)
             submitted = time.perf_counter() - start
             client.gather(futures)
             seconds = time.perf_counter() - start
+        cpu = sum(proc.cpu_times()[:2]) - cpu0
         return {"submit": submitted, "seconds": seconds, "peak": peak.peak - idle,
-                "per_task": seconds / len(noops)}
+                "per_task": seconds / len(noops), "cpu_per_task": cpu / len(noops)}
 
 
 # --- 3. loopback scaling: a real release -----------------------------------------------------------
@@ -270,8 +277,8 @@ def main() -> None:
         print("\n1-2. dp_pca's graphs (pairs='blocks'), built on a Zarr array holding no chunk; "
               f"the no-op copy run on a dask scheduler + {max(args.workers)} worker process(es)")
         print(f"{'n':>8} {'pass':<36} {'tasks':>9} {'build s':>8} {'pickled':>10} "
-              f"{'sched s':>8} {'ms/task':>8} {'sched +MiB':>10}")
-        per_task = []
+              f"{'sched s':>8} {'ms/task':>8} {'cpu ms':>7} {'sched +MiB':>10}")
+        per_task, cpu_task = [], []
         for n_float in args.n:
             n = int(n_float)
             x = empty_store(base / f"virtual-{n}.zarr", n, args.p, args.chunk)
@@ -287,14 +294,21 @@ def main() -> None:
                 if tasks <= args.noop_max_tasks:
                     r = schedule(graph, keys, max(args.workers), base)
                     per_task.append(r["per_task"])
+                    cpu_task.append(r["cpu_per_task"])
                     run = (f"{r['seconds']:8.1f} {1e3 * r['per_task']:8.3f} "
-                           f"{r['peak'] / MIB:10.0f}")
+                           f"{1e3 * r['cpu_per_task']:7.3f} {r['peak'] / MIB:10.0f}")
                 print(f"{n:8.0e} {name:<36} {tasks:9,d} {seconds:8.2f} {size / MIB:8.1f}Mi "
                       f"{run}")
                 del graph
             graphs[n] = total_tasks
             print(f"{n:8.0e} {'release (Kendall, keep, 4 rounds)':<36} {total_tasks:9,d}")
-        c_task = float(np.median(per_task))
+        # The scheduler's own CPU per task is what limits a large cluster (its workers' share
+        # of a task's overhead is spread over them); the wall per task here also holds the
+        # loopback workers' share on the same cores, an upper figure.
+        c_task = float(np.median(cpu_task))
+        print(f"   wall per task (scheduler and workers on {os.cpu_count()} cores): median "
+              f"{1e3 * float(np.median(per_task)):.3f} ms; the scheduler's CPU per task: median "
+              f"{1e3 * c_task:.3f} ms (used below)")
 
         print(f"\n3. loopback scaling: dp_pca (blocks, kept scores) on {args.real_n:,} x "
               f"{args.p} (Zarr, {args.chunk}-row chunks)")
@@ -309,7 +323,7 @@ def main() -> None:
 
         print(f"\n4. projection (assumed: {args.cores_per_node} cores per node, each at the "
               f"measured one-worker rate r = {rate:,.0f} rows/s; scheduler cost "
-              f"{1e3 * c_task:.3f} ms per task, the median over the no-op runs)")
+              f"{1e3 * c_task:.3f} ms of its CPU per task, the median over the no-op runs)")
         print(f"{'n':>8} {'tasks':>9} {'core-hours':>10} " + " ".join(
             f"{f'{N} nodes':>18}" for N in args.nodes) + f" {'knee (nodes)':>13}")
         for n, tasks in graphs.items():

@@ -17,6 +17,7 @@ from dppca_dask.results.interval_fields import (
     interval_fields,
     interval_rows,
     interval_text,
+    repeats,
 )
 from tests.helpers import example_results
 
@@ -69,8 +70,13 @@ def test_interval_section__every_value_with_its_interval_and_marker(examples, la
     assert parsed.errors == [] and parsed.stack == []
     assert COVERS in body.replace("&#x27;", "'")
     cells = [" | ".join(r) for r in parsed.rows]
+    seen: dict[str, object] = {}
     for _, ds in datasets(result):
         for field in interval_fields(ds):
+            name = field.upper or field.lower or field.key
+            if field.key in seen and repeats(seen[field.key], ds[name]):
+                continue  # shown once, in the earlier part (dp_pca's scree repeats the angles)
+            seen.setdefault(field.key, ds[name])
             dims, rows = interval_rows(ds, field)
             by_component = set(dims) <= {"mechanism", "component"}
             # cells (histograms, matrices): the values distinguishable from noise are listed

@@ -25,6 +25,7 @@ from dppca_dask.results.interval_fields import (
     IntervalRow,
     interval_fields,
     interval_rows,
+    repeats,
 )
 
 __all__ = ["HEAD_ROWS", "interval_section"]
@@ -95,10 +96,16 @@ def _group_table(ds: Any, fields: list[IntervalField], cells: bool) -> tuple[str
             sum(noise.values()), len(rows))
 
 
-def _part_body(ds: Any) -> str:
-    """The tables of one dataset: one per set of fields over the same dims."""
+def _part_body(ds: Any, fields_shown: dict[str, Any]) -> str:
+    """The tables of one dataset: one per set of fields over the same dims. A field an earlier
+    part showed with the same values (dp_pca's scree part repeats the directions' angle bounds)
+    is left out; ``fields_shown`` (key -> variable) collects the fields shown."""
     groups: dict[tuple[str, ...], list[IntervalField]] = {}
     for f in interval_fields(ds):
+        name = f.upper or f.lower or f.key
+        if f.key in fields_shown and repeats(fields_shown[f.key], ds[name]):
+            continue
+        fields_shown.setdefault(f.key, ds[name])
         groups.setdefault(tuple(map(str, ds[f.names[0]].dims)), []).append(f)
     body = ""
     for dims, fields in groups.items():
@@ -119,12 +126,14 @@ def _part_body(ds: Any) -> str:
 def interval_section(result: Any) -> Section | None:
     """The report's intervals section of ``result`` (None when it has no interval)."""
     body = ""
+    fields_shown: dict[str, Any] = {}
     for part, ds in datasets(result):
-        if not interval_fields(ds):
+        tables = _part_body(ds, fields_shown) if interval_fields(ds) else ""
+        if not tables:
             continue
         if _PARTS.get(part, part):
             body += f"<h3>{esc(_PARTS.get(part, part))}</h3>"
-        body += _part_body(ds)
+        body += tables
     if not body:
         return None
     intro = ("<p>Each released value with its 95% interval of the noise-free value (the release "

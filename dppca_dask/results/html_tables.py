@@ -22,6 +22,7 @@ from dppca_dask.results.interval_fields import (
     interval_fields,
     interval_text,
     noise_flags,
+    repeats,
 )
 
 __all__ = ["BRACKETS", "CELL", "COLS", "ROWS", "Row", "Text", "cells_line", "covers_note",
@@ -128,7 +129,10 @@ def scree_tables(scree: Any, shown: set[str], part: str = "") -> str:
     ds = scree.dataset
     comps = ds.sizes["component"]
     out = ""
-    for title, name in (("Private scree values", "scree"), ("Private PVE", "pve")):
+    for title, name in (("Private scree values", "scree"), ("Private PVE", "pve"),
+                        ("Private cumulative PVE", "cumulative_pve")):
+        if name not in ds:  # a store written before the cumulative PVE
+            continue
         shown_values = ds[name].isel(component=slice(0, COLS))
         rows: list[Row] = [(m, np.asarray(shown_values.sel(mechanism=m).values))
                            for m in scree.mechanisms]
@@ -146,7 +150,7 @@ def scree_tables(scree: Any, shown: set[str], part: str = "") -> str:
             note = _join(note, "grey: the scree interval reaches 0, indistinguishable from "
                                "noise")
             shown.add(part + name)
-        if scree.nonprivate is not None:
+        if scree.nonprivate is not None and name in scree.nonprivate:
             ref = scree.nonprivate[name].isel(component=slice(0, COLS))
             rows.append((f"non-private ({_NOT_PRIVATE})", np.asarray(ref.values)))
         out += table(title, [str(c) for c in shown_values["component"].values], rows, note)
@@ -173,10 +177,16 @@ def directions_noise(part_result: Any, shown: set[str], part: str = "") -> str:
         shown.add(part + "kendall_eigenvalue")
     rows.append(("angle bound", [Text("no bound" if a >= 90.0 else f"≤ {a:.3g}°", z)
                                  for a, z in zip(angle, noise, strict=True)]))
+    if "angle_upper_guaranteed" in ds:
+        sure = np.asarray(ds["angle_upper_guaranteed"].isel(window).values, dtype=np.float64)
+        rows.append(("guaranteed bound", [Text("no bound" if a >= 90.0 else f"≤ {a:.3g}°", z)
+                                          for a, z in zip(sure, noise, strict=True)]))
+        shown.add(part + "angle_upper_guaranteed")
     rows.append(("identifiable", [Text("no: noise" if z else "yes", z) for z in noise]))
     shown.add(part + "angle_upper")
     note = _join(f"first {COLS} of {comps} components" if comps > COLS else "",
-                 "angle to the noise-free direction; grey: not identifiable")
+                 "angle to the noise-free direction (guaranteed: the Davis-Kahan worst case); "
+                 "grey: not identifiable")
     return table("Noise of the directions [95% intervals]",
                  [str(c) for c in ds["component"].isel(window).values], rows, note)
 
@@ -229,9 +239,13 @@ def other_intervals(result: Any, shown: set[str]) -> str:
     of its values are indistinguishable from noise), so that interval variables added later
     appear on the card too."""
     lines = []
+    earlier: dict[str, Any] = {}  # key -> a variable an earlier part has
     for part, ds in datasets(result):
         for f in interval_fields(ds):
-            if part + f.key in shown:
+            name = f.upper or f.lower or f.key
+            again = f.key in earlier and repeats(earlier[f.key], ds[name])
+            earlier.setdefault(f.key, ds[name])
+            if part + f.key in shown or again:  # dp_pca's scree repeats the angle bounds
                 continue
             ends = [np.asarray(ds[n].values, dtype=np.float64) for n in (f.lower, f.upper)
                     if n is not None]

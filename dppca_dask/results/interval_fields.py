@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["COVERS", "NOISE", "IntervalField", "IntervalRow", "interval_fields", "interval_rows",
-           "interval_text", "level_text", "noise_flags", "reaches_zero"]
+           "interval_text", "level_text", "noise_flags", "reaches_zero", "repeats"]
 
 COVERS = ("They cover the mechanism's noise (the release's only randomness), not the sampling "
           "variability of the data: they say which released values are signal and which are "
@@ -163,13 +163,14 @@ def _array(ds: Any, name: str | None, like: Any) -> Any:
 
 def noise_flags(ds: Any, field: IntervalField) -> Any:
     """A boolean array over the field's cells: indistinguishable from noise. A direction (its
-    eigenvalue, its angle bound) when ``direction_identifiable`` says it is not identifiable; a
+    eigenvalue, its angle bounds) when ``direction_identifiable`` says it is not identifiable; a
     PVE value when its scree interval reaches 0, a histogram probability when its count interval
     does; otherwise when the field's own interval reaches 0 (``lower ≤ 0 ≤ upper``)."""
     import numpy as np
 
     like = ds[field.names[0]]
-    if field.key in ("kendall_eigenvalue", "angle_upper") and "direction_identifiable" in ds:
+    if field.key in ("kendall_eigenvalue", "angle_upper", "angle_upper_guaranteed") \
+            and "direction_identifiable" in ds:
         return _array(ds, "direction_identifiable", like) == 0
     if field.key == "angle_upper":
         return _array(ds, "angle_upper", like) >= 45.0
@@ -211,3 +212,17 @@ def interval_rows(ds: Any, field: IntervalField) -> tuple[tuple[str, ...], list[
                                 None if value is None else float(value[index]), lo, hi,
                                 bool(noise[index])))
     return dims, rows
+
+
+def repeats(a: Any, b: Any) -> bool:
+    """``b`` repeats ``a``: the same dims, and ``a``'s values at ``b``'s coordinates."""
+    import numpy as np
+
+    if a.dims != b.dims:
+        return False
+    try:
+        a = a.sel({d: b[d].values for d in b.dims if d in a.coords and d in b.coords})
+    except (KeyError, ValueError):
+        return False
+    return a.shape == b.shape and np.array_equal(np.asarray(a.values), np.asarray(b.values),
+                                                 equal_nan=True)
