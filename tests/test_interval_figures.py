@@ -87,7 +87,7 @@ def test_scree_plot__a_store_without_intervals_draws_no_bars(scree):
 
 
 def test_loading_plot__directions_that_are_not_identifiable_are_grey_and_hatched():
-    fit = dp_loading(X, privacy=privacy_control(eps=1, delta=1e-5))
+    fit = dp_loading(X, privacy=privacy_control(eps=1, delta=1e-5), rng=1)
     ident = fit.dataset["direction_identifiable"].values.astype(bool)
     angle = fit.dataset["angle_upper"].values
     assert ident[0] and not ident[-1]  # this design has both kinds
@@ -126,7 +126,7 @@ def test_pca_plot__score_axes_along_a_noise_direction_say_so():
 
 def test_score_plot__shaded_cells_indistinguishable_from_empty_are_hatched():
     fit = dp_score(X, privacy=privacy_control(eps=1, delta=1e-5), bins=8,
-                   method=["geometric", "add"])
+                   method=["geometric", "add"], rng=3)
     out = fit.plot(private_plot="histogram")
     for method in fit.methods:
         ax = out.axes[method]
