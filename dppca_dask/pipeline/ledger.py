@@ -50,7 +50,21 @@ from dppca_dask.pipeline.budget_cap import Basic, Cap, Spend, cumulative, fits
 from dppca_dask.pipeline.release_log import GENESIS, ChainReport, digest, entry_hash, verify
 
 __all__ = ["COUNTED", "EVERY_ANALYST", "SEEDED_EVENT", "DatasetEntry", "Ledger", "Reservation",
-           "check_ledger_file", "run_alive"]
+           "check_ledger_file", "immediate_transaction", "run_alive"]
+
+
+@contextmanager
+def immediate_transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One ``BEGIN IMMEDIATE`` transaction on ``con`` (autocommit mode): committed when the
+    block ends, rolled back when it raises (Ctrl-C included). The budget ledger's and the
+    release service's store's writes."""
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 SCHEMA_VERSION = 2
 """1: the first SQLite ledger; 2: the release log (the events' hash chain), analysts and their
@@ -230,7 +244,7 @@ class Ledger:
         con.execute("PRAGMA synchronous = FULL")
         try:
             if create:
-                with self._transaction(con):
+                with immediate_transaction(con):
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
                             con.execute(statement)
@@ -301,17 +315,6 @@ class Ledger:
             raise InputError(f"The budget ledger {str(self.path)!r} could not use the "
                              f"{self.journal_mode!r} journal (got {mode!r}).")
 
-    @staticmethod
-    @contextmanager
-    def _transaction(con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            yield con
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        con.execute("COMMIT")
-
     @contextmanager
     def connection(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
         """A connection; with ``write`` inside one ``BEGIN IMMEDIATE`` transaction."""
@@ -323,7 +326,7 @@ class Ledger:
             con = _empty()
         try:
             if write:
-                with self._transaction(con):
+                with immediate_transaction(con):
                     yield con
             else:
                 yield con

@@ -23,9 +23,8 @@ from dppca_dask.results.interval_fields import (
     NOISE,
     IntervalField,
     IntervalRow,
-    interval_fields,
+    distinct_fields,
     interval_rows,
-    repeats,
 )
 
 __all__ = ["HEAD_ROWS", "interval_section"]
@@ -96,16 +95,11 @@ def _group_table(ds: Any, fields: list[IntervalField], cells: bool) -> tuple[str
             sum(noise.values()), len(rows))
 
 
-def _part_body(ds: Any, fields_shown: dict[str, Any]) -> str:
-    """The tables of one dataset: one per set of fields over the same dims. A field an earlier
-    part showed with the same values (dp_pca's scree part repeats the directions' angle bounds)
-    is left out; ``fields_shown`` (key -> variable) collects the fields shown."""
+def _part_body(ds: Any, shown: list[IntervalField]) -> str:
+    """The tables of one dataset's fields ``shown``: one per set of fields over the same
+    dims."""
     groups: dict[tuple[str, ...], list[IntervalField]] = {}
-    for f in interval_fields(ds):
-        name = f.upper or f.lower or f.key
-        if f.key in fields_shown and repeats(fields_shown[f.key], ds[name]):
-            continue
-        fields_shown.setdefault(f.key, ds[name])
+    for f in shown:
         groups.setdefault(tuple(map(str, ds[f.names[0]].dims)), []).append(f)
     body = ""
     for dims, fields in groups.items():
@@ -126,11 +120,11 @@ def _part_body(ds: Any, fields_shown: dict[str, Any]) -> str:
 def interval_section(result: Any) -> Section | None:
     """The report's intervals section of ``result`` (None when it has no interval)."""
     body = ""
-    fields_shown: dict[str, Any] = {}
-    for part, ds in datasets(result):
-        tables = _part_body(ds, fields_shown) if interval_fields(ds) else ""
-        if not tables:
-            continue
+    parts: dict[str, tuple[Any, list[IntervalField]]] = {}
+    for part, ds, field in distinct_fields(datasets(result)):
+        parts.setdefault(part, (ds, []))[1].append(field)
+    for part, (ds, shown) in parts.items():
+        tables = _part_body(ds, shown)
         if _PARTS.get(part, part):
             body += f"<h3>{esc(_PARTS.get(part, part))}</h3>"
         body += tables

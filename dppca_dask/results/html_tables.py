@@ -19,10 +19,10 @@ import numpy as np
 
 from dppca_dask.results.interval_fields import (
     COVERS,
+    distinct_fields,
     interval_fields,
     interval_text,
     noise_flags,
-    repeats,
 )
 
 __all__ = ["BRACKETS", "CELL", "COLS", "ROWS", "Row", "Text", "cells_line", "covers_note",
@@ -239,14 +239,8 @@ def other_intervals(result: Any, shown: set[str]) -> str:
     of its values are indistinguishable from noise), so that interval variables added later
     appear on the card too."""
     lines = []
-    earlier: dict[str, Any] = {}  # key -> a variable an earlier part has
-    for part, ds in datasets(result):
-        for f in interval_fields(ds):
-            name = f.upper or f.lower or f.key
-            again = f.key in earlier and repeats(earlier[f.key], ds[name])
-            earlier.setdefault(f.key, ds[name])
-            if part + f.key in shown or again:  # dp_pca's scree repeats the angle bounds
-                continue
+    for part, ds, f in distinct_fields(datasets(result)):  # dp_pca's scree angles: once
+        if part + f.key not in shown:
             ends = [np.asarray(ds[n].values, dtype=np.float64) for n in (f.lower, f.upper)
                     if n is not None]
             finite = np.concatenate([e[np.isfinite(e)].ravel() for e in ends])

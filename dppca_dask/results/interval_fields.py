@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["COVERS", "NOISE", "IntervalField", "IntervalRow", "interval_fields", "interval_rows",
-           "interval_text", "level_text", "noise_flags", "reaches_zero", "repeats"]
+           "distinct_fields", "interval_text", "level_text", "noise_flags", "reaches_zero",
+           "repeats"]
 
 COVERS = ("They cover the mechanism's noise (the release's only randomness), not the sampling "
           "variability of the data: they say which released values are signal and which are "
@@ -226,3 +227,19 @@ def repeats(a: Any, b: Any) -> bool:
         return False
     return a.shape == b.shape and np.array_equal(np.asarray(a.values), np.asarray(b.values),
                                                  equal_nan=True)
+
+
+def distinct_fields(parts: Iterable[tuple[str, Any]]) -> list[tuple[str, Any, IntervalField]]:
+    """``(part, dataset, field)`` for every interval field of the ``(part, dataset)`` pairs, in
+    order, but a field that :func:`repeats` one of an earlier part (dp_pca's scree part repeats
+    the directions' angle bounds): every surface shows each interval once."""
+    earlier: dict[str, Any] = {}  # key -> the first part's variable
+    out = []
+    for part, ds in parts:
+        for f in interval_fields(ds):
+            name = f.upper or f.lower or f.key
+            if f.key in earlier and repeats(earlier[f.key], ds[name]):
+                continue
+            earlier.setdefault(f.key, ds[name])
+            out.append((part, ds, f))
+    return out

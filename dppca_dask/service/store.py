@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dppca_dask.errors import InputError, ParameterError
+from dppca_dask.pipeline.ledger import immediate_transaction
 from dppca_dask.service.settings import NAME
 
 __all__ = ["JOB_STATES", "Job", "ServiceStore", "TokenInfo", "now"]
@@ -126,13 +127,8 @@ class ServiceStore:
             con.execute("PRAGMA busy_timeout = 60000")
             if write:
                 con.execute("PRAGMA journal_mode = wal")
-                con.execute("BEGIN IMMEDIATE")
-                try:
+                with immediate_transaction(con):
                     yield con
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-                con.execute("COMMIT")
             else:
                 yield con
         finally:
